@@ -138,4 +138,6 @@ func (t *table) seconds(col string, def float64) (float64, error) {
 	return v, nil
 }
 
-func secondsToDuration(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+func secondsToDuration(s float64) time.Duration {
+	return time.Duration(math.Round(s * float64(time.Second)))
+}
