@@ -1,0 +1,111 @@
+// Package reasons is the vocabulary of wait reasons that schedloop's own
+// scheduler plugins report and that the events parser reads back.
+//
+// It is a leaf on purpose: the scheduler plugins import it to say why a pod
+// waits, and internal/events imports it to recognise those words in
+// FailedScheduling messages, so neither side has to import the other. It must
+// hold only strings and the functions that write and read them; no Kubernetes
+// client, no scheduler framework, no I/O.
+//
+// The strings are a wire format: they are stored in Postgres and matched by
+// the parser, so changing one breaks history. Add new reasons instead.
+// None of them contains ", " followed by a digit, because kube-scheduler joins
+// per-node reasons as "<count> <reason>, <count> <reason>" and the parser
+// splits on exactly that.
+package reasons
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+// Formats of the reasons schedloop's scheduler emits. Use the constructor
+// functions below rather than these directly, so the arguments stay in order.
+const (
+	// GangIncompleteFormat: namespace, pod group name, members present, minMember.
+	GangIncompleteFormat = "gang %s/%s incomplete: %d/%d members"
+	// QueueLimitFormat: queue name, the queue's GPU limit.
+	QueueLimitFormat = "queue %s at limit %d GPUs"
+	// TopologyFormat: GPUs the gang needs, topology level, level again, free
+	// GPUs in the largest free domain of that level. A semicolon, not a
+	// comma, separates the clauses (see the package comment).
+	TopologyFormat = "topology: gang needs %d GPUs within one %s; largest free %s has %d"
+)
+
+// GangIncomplete says that a gang cannot be admitted because fewer than
+// minMember of its pods exist or fit.
+func GangIncomplete(namespace, name string, have, want int) string {
+	return fmt.Sprintf(GangIncompleteFormat, namespace, name, have, want)
+}
+
+// QueueAtLimit says that admitting the pod would take its queue over its GPU limit.
+func QueueAtLimit(queue string, limitGPUs int) string {
+	return fmt.Sprintf(QueueLimitFormat, queue, limitGPUs)
+}
+
+// TopologyUnsatisfied says that no single domain of the given topology level
+// has enough free GPUs for the whole gang.
+func TopologyUnsatisfied(gpus int, level string, largestFree int) string {
+	return fmt.Sprintf(TopologyFormat, gpus, level, level, largestFree)
+}
+
+// Kind names one of schedloop's own reasons.
+type Kind string
+
+const (
+	KindGangIncomplete Kind = "gang_incomplete"
+	KindQueueLimit     Kind = "queue_limit"
+	KindTopology       Kind = "topology"
+)
+
+// Parsed is one of schedloop's own reasons with its arguments recovered.
+// Fields that the reason's kind does not carry are zero.
+type Parsed struct {
+	Kind      Kind
+	Namespace string
+	Name      string // pod group or queue name
+	Have      int
+	Want      int
+	GPUs      int
+	Level     string
+	Largest   int
+	Limit     int
+}
+
+// The patterns mirror the formats above; TestRoundTrip keeps them in step.
+var (
+	gangRE     = regexp.MustCompile(`^gang ([^/\s]+)/(\S+) incomplete: (\d+)/(\d+) members$`)
+	queueRE    = regexp.MustCompile(`^queue (\S+) at limit (\d+) GPUs$`)
+	topologyRE = regexp.MustCompile(`^topology: gang needs (\d+) GPUs within one (\S+); largest free (\S+) has (\d+)$`)
+)
+
+// Parse recognises a reason written by GangIncomplete, QueueAtLimit or
+// TopologyUnsatisfied. ok is false for any other text, including numbers too
+// large for an int.
+func Parse(reason string) (p Parsed, ok bool) {
+	if m := gangRE.FindStringSubmatch(reason); m != nil {
+		have, err1 := strconv.Atoi(m[3])
+		want, err2 := strconv.Atoi(m[4])
+		if err1 != nil || err2 != nil {
+			return Parsed{}, false
+		}
+		return Parsed{Kind: KindGangIncomplete, Namespace: m[1], Name: m[2], Have: have, Want: want}, true
+	}
+	if m := queueRE.FindStringSubmatch(reason); m != nil {
+		limit, err := strconv.Atoi(m[2])
+		if err != nil {
+			return Parsed{}, false
+		}
+		return Parsed{Kind: KindQueueLimit, Name: m[1], Limit: limit}, true
+	}
+	if m := topologyRE.FindStringSubmatch(reason); m != nil {
+		gpus, err1 := strconv.Atoi(m[1])
+		largest, err2 := strconv.Atoi(m[4])
+		if err1 != nil || err2 != nil || m[2] != m[3] {
+			return Parsed{}, false
+		}
+		return Parsed{Kind: KindTopology, GPUs: gpus, Level: m[2], Largest: largest}, true
+	}
+	return Parsed{}, false
+}

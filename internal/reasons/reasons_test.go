@@ -1,0 +1,65 @@
+package reasons
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	tests := []struct {
+		reason string
+		want   Parsed
+	}{
+		{GangIncomplete("ml", "job-a", 3, 4), Parsed{Kind: KindGangIncomplete, Namespace: "ml", Name: "job-a", Have: 3, Want: 4}},
+		{QueueAtLimit("research", 64), Parsed{Kind: KindQueueLimit, Name: "research", Limit: 64}},
+		{TopologyUnsatisfied(16, "rack", 8), Parsed{Kind: KindTopology, GPUs: 16, Level: "rack", Largest: 8}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.reason, func(t *testing.T) {
+			got, ok := Parse(tt.reason)
+			if !ok {
+				t.Fatalf("Parse(%q) not recognised", tt.reason)
+			}
+			if got != tt.want {
+				t.Errorf("Parse(%q) = %+v, want %+v", tt.reason, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStableStrings(t *testing.T) {
+	// These literals are stored history; a failure here means a format changed.
+	if got, want := GangIncomplete("ml", "job-a", 3, 4), "gang ml/job-a incomplete: 3/4 members"; got != want {
+		t.Errorf("GangIncomplete = %q, want %q", got, want)
+	}
+	if got, want := QueueAtLimit("research", 64), "queue research at limit 64 GPUs"; got != want {
+		t.Errorf("QueueAtLimit = %q, want %q", got, want)
+	}
+	if got, want := TopologyUnsatisfied(16, "rack", 8), "topology: gang needs 16 GPUs within one rack; largest free rack has 8"; got != want {
+		t.Errorf("TopologyUnsatisfied = %q, want %q", got, want)
+	}
+}
+
+func TestNoCountSeparator(t *testing.T) {
+	// kube-scheduler joins reasons with ", <count> "; ours must never contain that.
+	for _, r := range []string{GangIncomplete("a", "b", 1, 2), QueueAtLimit("q", 1), TopologyUnsatisfied(8, "rack", 4)} {
+		if strings.Contains(r, ", ") {
+			t.Errorf("reason %q contains \", \"", r)
+		}
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	for _, s := range []string{
+		"",
+		"Insufficient nvidia.com/gpu",
+		"gang ml/job-a incomplete: 3/4",
+		"queue research at limit many GPUs",
+		"gang ml/job incomplete: 99999999999999999999/4 members",
+		"topology: gang needs 16 GPUs within one rack; largest free host has 8",
+	} {
+		if p, ok := Parse(s); ok {
+			t.Errorf("Parse(%q) = %+v, want not recognised", s, p)
+		}
+	}
+}
