@@ -34,7 +34,7 @@ func TestParseFailedScheduling(t *testing.T) {
 			msg:   "0/64 nodes are available: 8 Insufficient nvidia.com/gpu, 56 node(s) didn't match pod topology spread constraints.",
 			total: 64,
 			reasons: map[string]int{
-				"Insufficient nvidia.com/gpu":                         8,
+				"Insufficient nvidia.com/gpu":                          8,
 				"node(s) didn't match pod topology spread constraints": 56,
 			},
 			category: schedloop.WaitTopology, parsed: true,
@@ -152,7 +152,7 @@ func TestAttempt(t *testing.T) {
 	var a schedloop.SchedulingAttempt
 	f.Attempt(&a)
 	want := map[string]int{
-		"Insufficient nvidia.com/gpu": 3,
+		"Insufficient nvidia.com/gpu":                              3,
 		"preemption: No preemption victims found for incoming pod": 3,
 	}
 	if !maps.Equal(a.Reasons, want) || a.TotalNodes != 3 || a.Category != schedloop.WaitInsufficientGPU || a.Message != f.Message {
