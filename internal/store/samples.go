@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedloop/schedloop"
+)
+
+var sampleColumns = []string{
+	"ts", "gpu_uuid", "node", "gpu_index", "pod_namespace", "pod_name", "container",
+	"gpu_util", "gr_engine_active", "sm_active", "fb_used_mib", "power_w",
+}
+
+// sampleSource streams samples into pgx's binary COPY without building an
+// intermediate [][]any of the whole batch.
+type sampleSource struct {
+	rows []schedloop.GPUSample
+	i    int
+	buf  [12]any
+}
+
+func (s *sampleSource) Next() bool { s.i++; return s.i <= len(s.rows) }
+func (s *sampleSource) Err() error { return nil }
+func (s *sampleSource) Values() ([]any, error) {
+	r := &s.rows[s.i-1]
+	s.buf = [12]any{
+		r.Time, r.GPUUUID, r.Node, int16(r.GPUIndex), r.PodNamespace, r.PodName, r.Container,
+		float32(r.GPUUtil), float32(r.GrEngineActive), float32(r.SMActive), float32(r.FBUsedMiB), float32(r.PowerWatts),
+	}
+	return s.buf[:], nil
+}
+
+// CopyGPUSamples bulk-loads samples with COPY after making sure their days
+// have partitions. It is all-or-nothing: on error no row of the batch is
+// stored, so the caller can retry the same batch.
+func (s *Store) CopyGPUSamples(ctx context.Context, samples []schedloop.GPUSample) (int64, error) {
+	if len(samples) == 0 {
+		return 0, nil
+	}
+	from, to := samples[0].Time, samples[0].Time
+	for i := range samples {
+		t := samples[i].Time
+		if t.IsZero() {
+			return 0, fmt.Errorf("copy GPU samples: sample %d (GPU %q) has no timestamp", i, samples[i].GPUUUID)
+		}
+		if samples[i].GPUUUID == "" {
+			return 0, fmt.Errorf("copy GPU samples: sample %d at %s has no GPU UUID", i, t.Format(time.RFC3339))
+		}
+		if t.Before(from) {
+			from = t
+		}
+		if t.After(to) {
+			to = t
+		}
+	}
+	if err := s.EnsureSamplePartitions(ctx, from, to); err != nil {
+		return 0, fmt.Errorf("copy GPU samples: %w", err)
+	}
+	n, err := s.pool.CopyFrom(ctx, pgx.Identifier{"gpu_samples"}, sampleColumns, &sampleSource{rows: samples})
+	if err != nil {
+		return 0, fmt.Errorf("copy %d GPU samples: %w", len(samples), err)
+	}
+	return n, nil
+}
+
+// RollupGPUMinutes folds raw samples in [from, to) into gpu_minutes. It is
+// idempotent: re-running it over the same range recomputes the same rows, so
+// a late sample is absorbed by rolling its minute up again.
+func (s *Store) RollupGPUMinutes(ctx context.Context, from, to time.Time) (int64, error) {
+	tag, err := s.pool.Exec(ctx, rollupMinutesSQL, from, to)
+	if err != nil {
+		return 0, fmt.Errorf("roll up GPU samples %s..%s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// The holder of a GPU in a minute is the pod seen in most of its samples
+// (ties go to the smaller namespace/name, so reruns agree); a GPU shared
+// between pods inside one minute is rare enough that per-minute attribution
+// is what dashboards want.
+const rollupMinutesSQL = `
+INSERT INTO gpu_minutes AS m (minute, gpu_uuid, node, pod_namespace, pod_name, samples,
+    gpu_util_avg, gr_engine_active_avg, sm_active_avg, fb_used_mib_max, power_w_avg)
+SELECT minute, gpu_uuid, node, holder[1], holder[2], samples, util, gr, sm, fb, pw
+FROM (
+    SELECT date_trunc('minute', ts) AS minute, gpu_uuid,
+           max(node) AS node,
+           mode() WITHIN GROUP (ORDER BY ARRAY[pod_namespace, pod_name]) AS holder,
+           count(*) AS samples,
+           avg(gpu_util) AS util, avg(gr_engine_active) AS gr, avg(sm_active) AS sm,
+           max(fb_used_mib) AS fb, avg(power_w) AS pw
+    FROM gpu_samples
+    WHERE ts >= $1 AND ts < $2
+    GROUP BY 1, 2
+) g
+ON CONFLICT (gpu_uuid, minute) DO UPDATE SET
+    node = EXCLUDED.node,
+    pod_namespace = EXCLUDED.pod_namespace,
+    pod_name = EXCLUDED.pod_name,
+    samples = EXCLUDED.samples,
+    gpu_util_avg = EXCLUDED.gpu_util_avg,
+    gr_engine_active_avg = EXCLUDED.gr_engine_active_avg,
+    sm_active_avg = EXCLUDED.sm_active_avg,
+    fb_used_mib_max = EXCLUDED.fb_used_mib_max,
+    power_w_avg = EXCLUDED.power_w_avg`
+
+// GPUMinute is one row of the per-minute rollup.
+type GPUMinute struct {
+	Minute            time.Time
+	GPUUUID           string
+	Node              string
+	PodNamespace      string
+	PodName           string
+	Samples           int
+	GPUUtilAvg        float64
+	GrEngineActiveAvg float64
+	SMActiveAvg       float64
+	FBUsedMiBMax      float64
+	PowerWattsAvg     float64
+}
+
+// GPUMinutes reads one GPU's rollup over [from, to).
+func (s *Store) GPUMinutes(ctx context.Context, gpuUUID string, from, to time.Time) ([]GPUMinute, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT minute, gpu_uuid, node, pod_namespace, pod_name, samples, gpu_util_avg,
+		       gr_engine_active_avg, sm_active_avg, fb_used_mib_max, power_w_avg
+		FROM gpu_minutes WHERE gpu_uuid = $1 AND minute >= $2 AND minute < $3 ORDER BY minute`, gpuUUID, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read GPU minutes of %s: %w", gpuUUID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (GPUMinute, error) {
+		var m GPUMinute
+		var util, gr, sm, fb, pw float32
+		err := r.Scan(&m.Minute, &m.GPUUUID, &m.Node, &m.PodNamespace, &m.PodName, &m.Samples, &util, &gr, &sm, &fb, &pw)
+		m.GPUUtilAvg, m.GrEngineActiveAvg, m.SMActiveAvg, m.FBUsedMiBMax, m.PowerWattsAvg =
+			float64(util), float64(gr), float64(sm), float64(fb), float64(pw)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read GPU minutes of %s: %w", gpuUUID, err)
+	}
+	return out, nil
+}
+
+// CountGPUSamples counts raw samples in [from, to); tests and the collector's
+// loss accounting use it.
+func (s *Store) CountGPUSamples(ctx context.Context, from, to time.Time) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM gpu_samples WHERE ts >= $1 AND ts < $2`, from, to).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count GPU samples: %w", err)
+	}
+	return n, nil
+}

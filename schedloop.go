@@ -1,0 +1,220 @@
+// Package schedloop holds the domain types every part of schedloop shares: the
+// cluster inventory (nodes, GPUs), the workload (jobs, pods), what the scheduler
+// said about them (attempts, wait reasons, events), GPU telemetry samples and
+// tuned profiles.
+//
+// This package is the centre of the dependency graph: it imports no database,
+// Kubernetes client or HTTP code. Adapters (the store, informers, DCGM sources)
+// translate between these types and the outside systems.
+package schedloop
+
+import "time"
+
+// GPUResourceName is the extended resource the NVIDIA device plugin advertises.
+const GPUResourceName = "nvidia.com/gpu"
+
+// Node is one machine of the cluster inventory.
+type Node struct {
+	Name string
+	// Labels are the node's Kubernetes labels as last observed.
+	Labels map[string]string
+	// Topology maps each configured topology level key (for example
+	// "topology.schedloop.io/rack") to this node's value at that level.
+	Topology map[string]string
+	GPUModel string
+	GPUCount int
+	CPUMilli int64
+	// MemoryMiB is the node's allocatable memory.
+	MemoryMiB int64
+	Ready     bool
+	FirstSeen time.Time
+	LastSeen  time.Time
+}
+
+// GPU is one physical GPU (or MIG instance) on a node.
+type GPU struct {
+	UUID         string
+	Node         string
+	Index        int
+	Model        string
+	NVLinkDomain string
+	// MIGProfile is empty for a whole GPU, else the MIG profile such as "1g.10gb".
+	MIGProfile string
+}
+
+// JobKind says whether a job is a gang (PodGroup) or a lone pod.
+type JobKind string
+
+const (
+	JobKindGang JobKind = "gang"
+	JobKindPod  JobKind = "pod"
+)
+
+// Phase is the lifecycle phase of a job or pod.
+type Phase string
+
+const (
+	PhasePending   Phase = "Pending"
+	PhaseRunning   Phase = "Running"
+	PhaseSucceeded Phase = "Succeeded"
+	PhaseFailed    Phase = "Failed"
+	PhaseDeleted   Phase = "Deleted"
+)
+
+// Job is the unit JCT is measured on: a gang of pods, or a single pod.
+// JCT = queueing (Created → Admitted) + running (Admitted → Finished).
+type Job struct {
+	UID       string
+	Namespace string
+	Name      string
+	Kind      JobKind
+	Queue     string
+	Priority  int32
+	// MinMember is the gang's all-or-nothing size; 1 for a lone pod.
+	MinMember int
+	// GPUsPerMember counts whole GPUs each member requests.
+	GPUsPerMember int
+	// GPUMilliPerMember is the share of one GPU (1..1000) a GPU-sharing
+	// member asks for; 0 when members request whole GPUs.
+	GPUMilliPerMember int
+	Created           time.Time
+	// FirstScheduled is when the first member was bound; Admitted is when
+	// MinMember members were bound (the gang could start).
+	FirstScheduled time.Time
+	Admitted       time.Time
+	Started        time.Time
+	Finished       time.Time
+	Phase          Phase
+}
+
+// Pod is one member of a job as the cluster saw it.
+type Pod struct {
+	UID           string
+	Namespace     string
+	Name          string
+	JobUID        string
+	Queue         string
+	Priority      int32
+	SchedulerName string
+	GPUs          int
+	GPUMilli      int
+	Node          string
+	// GPUUUIDs are the devices the pod was given, when attribution knows them.
+	GPUUUIDs  []string
+	Created   time.Time
+	Scheduled time.Time
+	Started   time.Time
+	Finished  time.Time
+	Phase     Phase
+}
+
+// WaitCategory groups scheduler reasons into the classes the dashboards and the
+// tuner reason about.
+type WaitCategory string
+
+const (
+	WaitInsufficientGPU WaitCategory = "insufficient_gpu"
+	WaitInsufficientCPU WaitCategory = "insufficient_other"
+	WaitGangIncomplete  WaitCategory = "gang_incomplete"
+	WaitQueueLimit      WaitCategory = "queue_limit"
+	WaitTopology        WaitCategory = "topology"
+	WaitTaintAffinity   WaitCategory = "taint_affinity"
+	WaitPreemption      WaitCategory = "preemption"
+	WaitOther           WaitCategory = "other"
+)
+
+// AttemptResult is the outcome of one scheduling attempt for a pod.
+type AttemptResult string
+
+const (
+	AttemptScheduled     AttemptResult = "scheduled"
+	AttemptUnschedulable AttemptResult = "unschedulable"
+	AttemptWaiting       AttemptResult = "waiting"
+	AttemptPreempted     AttemptResult = "preempted"
+	AttemptError         AttemptResult = "error"
+)
+
+// SchedulingAttempt is one decision the scheduler reported for a pod, with
+// its message broken into counts per reason, e.g. "0/64 nodes are available:
+// 8 Insufficient nvidia.com/gpu, ..." → {"Insufficient nvidia.com/gpu": 8}.
+type SchedulingAttempt struct {
+	// Key de-duplicates attempts seen twice (for example after a re-list):
+	// the source event's UID plus its count.
+	Key        string
+	PodUID     string
+	At         time.Time
+	Result     AttemptResult
+	Category   WaitCategory
+	TotalNodes int
+	Reasons    map[string]int
+	Message    string
+}
+
+// Event is a Kubernetes Event kept after the apiserver has dropped it.
+type Event struct {
+	UID          string
+	Namespace    string
+	InvolvedKind string
+	InvolvedName string
+	InvolvedUID  string
+	Reason       string
+	Type         string
+	Message      string
+	Source       string
+	Count        int
+	FirstSeen    time.Time
+	LastSeen     time.Time
+}
+
+// GPUSample is one reading of one GPU, in dcgm-exporter's field vocabulary.
+// Ratios are 0..1 (DCGM_FI_PROF_*), GPUUtil is a percentage (DCGM_FI_DEV_GPU_UTIL).
+type GPUSample struct {
+	Time           time.Time
+	GPUUUID        string
+	Node           string
+	GPUIndex       int
+	PodNamespace   string
+	PodName        string
+	Container      string
+	GPUUtil        float64
+	GrEngineActive float64
+	SMActive       float64
+	FBUsedMiB      float64
+	PowerWatts     float64
+}
+
+// ProfileStatus is where a tuned profile is in its life.
+type ProfileStatus string
+
+const (
+	ProfileProposed   ProfileStatus = "proposed"
+	ProfileApplied    ProfileStatus = "applied"
+	ProfileRolledBack ProfileStatus = "rolled_back"
+	ProfileRejected   ProfileStatus = "rejected"
+	ProfileSuperseded ProfileStatus = "superseded"
+)
+
+// QueueLimit caps what one queue may hold at once.
+type QueueLimit struct {
+	MaxGPUs        int `json:"maxGPUs"`
+	MaxRunningGang int `json:"maxRunningGangs,omitempty"`
+}
+
+// Profile is a set of scheduler parameters with the evidence that chose it.
+type Profile struct {
+	ID                 int64
+	Name               string
+	Status             ProfileStatus
+	Weights            map[string]float64
+	QueueLimits        map[string]QueueLimit
+	GangTimeoutSeconds int
+	// Evidence, Predicted and Measured are free-form JSON documents written by
+	// the tuner (replay results, confidence intervals, held-out comparison).
+	Evidence  map[string]any
+	Predicted map[string]float64
+	Measured  map[string]float64
+	ParentID  int64
+	Reason    string
+	Created   time.Time
+	Applied   time.Time
+}
