@@ -1,0 +1,112 @@
+package dcgm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/schedloop/schedloop"
+)
+
+// ParseExporter reads one dcgm-exporter /metrics page in the format its
+// Content-Type names (expfmt.ResponseFormat); an unknown format is read as
+// the Prometheus text format, as Prometheus itself does. Series without a
+// timestamp, which is all of dcgm-exporter's, are stamped with at.
+//
+// Metrics other than the five in Metrics are ignored. A page the exposition
+// parser rejects yields an error naming the line; a DCGM series without a
+// UUID label, or with a non-numeric gpu label, yields an error naming the
+// metric, since the page is then not dcgm-exporter's.
+func ParseExporter(r io.Reader, format expfmt.Format, at time.Time) ([]schedloop.GPUSample, error) {
+	var fams []*dto.MetricFamily
+	if format.FormatType() == expfmt.TypeOpenMetrics {
+		dec := expfmt.NewDecoder(r, format)
+		for {
+			mf := &dto.MetricFamily{}
+			err := dec.Decode(mf)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("parse OpenMetrics exposition: %w", err)
+			}
+			fams = append(fams, mf)
+		}
+	} else {
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		byName, err := p.TextToMetricFamilies(r)
+		if err != nil {
+			return nil, fmt.Errorf("parse text exposition: %w", err)
+		}
+		fams = make([]*dto.MetricFamily, 0, len(Metrics))
+		for _, name := range Metrics {
+			if mf, ok := byName[name]; ok {
+				fams = append(fams, mf)
+			}
+		}
+	}
+	return samplesFromFamilies(fams, at)
+}
+
+// ParseExporterText reads a page in the Prometheus text format.
+func ParseExporterText(page []byte, at time.Time) ([]schedloop.GPUSample, error) {
+	return ParseExporter(bytes.NewReader(page), expfmt.FmtText, at)
+}
+
+func samplesFromFamilies(fams []*dto.MetricFamily, at time.Time) ([]schedloop.GPUSample, error) {
+	n := 0
+	for _, mf := range fams {
+		n += len(mf.GetMetric())
+	}
+	set := newSampleSet(n / len(Metrics))
+	for _, mf := range fams {
+		name := mf.GetName()
+		var probe schedloop.GPUSample
+		if !setField(&probe, name, 0) {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			v, ok := metricValue(m)
+			if !ok {
+				return nil, fmt.Errorf("metric %s: type %s has no single value", name, mf.GetType())
+			}
+			t := at
+			if m.TimestampMs != nil {
+				t = time.UnixMilli(m.GetTimestampMs())
+			}
+			pairs := m.GetLabel()
+			label := func(name string) string {
+				for _, p := range pairs {
+					if p.GetName() == name {
+						return p.GetValue()
+					}
+				}
+				return ""
+			}
+			if err := set.add(name, label, v, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return set.sorted(), nil
+}
+
+// metricValue reads the value of a gauge, counter or untyped sample;
+// dcgm-exporter declares its fields as gauges or counters.
+func metricValue(m *dto.Metric) (float64, bool) {
+	switch {
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue(), true
+	case m.Counter != nil:
+		return m.GetCounter().GetValue(), true
+	case m.Untyped != nil:
+		return m.GetUntyped().GetValue(), true
+	}
+	return 0, false
+}

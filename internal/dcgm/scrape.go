@@ -1,0 +1,246 @@
+package dcgm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/schedloop/schedloop"
+)
+
+// TargetLister says which dcgm-exporter /metrics URLs to scrape right now.
+type TargetLister interface {
+	ListTargets(ctx context.Context) ([]string, error)
+}
+
+// StaticTargets is a fixed list of /metrics URLs.
+type StaticTargets []string
+
+// ListTargets returns a copy of the list.
+func (s StaticTargets) ListTargets(context.Context) ([]string, error) {
+	return slices.Clone(s), nil
+}
+
+// Defaults of ExporterScraper. The timeout stays under a typical 15 s
+// collection interval; the body limit is ~20x a 1,000-GPU page.
+const (
+	DefaultScrapeTimeout     = 10 * time.Second
+	DefaultScrapeConcurrency = 16
+	DefaultMaxBodyBytes      = 32 << 20
+)
+
+// acceptHeader prefers the text format, which expfmt parses several times
+// faster than OpenMetrics, and still accepts OpenMetrics from proxies.
+const acceptHeader = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
+
+// ExporterScraper is a Source that scrapes dcgm-exporter endpoints. Zero
+// fields take the defaults above; Targets is required.
+type ExporterScraper struct {
+	Targets TargetLister
+	// Client defaults to a client without a global timeout: each request
+	// carries its own, derived from Timeout and the caller's context.
+	Client       *http.Client
+	Timeout      time.Duration
+	Concurrency  int
+	MaxBodyBytes int64
+	// Now stamps the samples; it defaults to time.Now.
+	Now func() time.Time
+	// Metrics, if set, counts scrapes and errors.
+	Metrics *ScrapeMetrics
+}
+
+// TargetError is one target's failed scrape.
+type TargetError struct {
+	Target string
+	Err    error
+}
+
+func (e *TargetError) Error() string { return fmt.Sprintf("scrape dcgm-exporter %s: %v", e.Target, e.Err) }
+func (e *TargetError) Unwrap() error { return e.Err }
+
+// Collect scrapes every target concurrently and returns the samples of those
+// that answered. Failed targets are counted and returned as *TargetError
+// values joined into one error; they do not stop the others.
+func (s *ExporterScraper) Collect(ctx context.Context) ([]schedloop.GPUSample, error) {
+	if s.Targets == nil {
+		return nil, errors.New("dcgm-exporter scraper: no target lister configured")
+	}
+	targets, err := s.Targets.ListTargets(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list dcgm-exporter targets: %w", err)
+	}
+	slices.Sort(targets)
+	targets = slices.Compact(targets)
+
+	type result struct {
+		samples []schedloop.GPUSample
+		err     error
+	}
+	results := make([]result, len(targets))
+	sem := make(chan struct{}, cmpOr(s.Concurrency, DefaultScrapeConcurrency))
+	var wg sync.WaitGroup
+	for i, target := range targets {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			results[i].err = &TargetError{Target: target, Err: ctx.Err()}
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			samples, err := s.scrape(ctx, target)
+			if err != nil {
+				err = &TargetError{Target: target, Err: err}
+			}
+			results[i] = result{samples, err}
+		})
+	}
+	wg.Wait()
+
+	var all []schedloop.GPUSample
+	var errs []error
+	for _, r := range results {
+		all = append(all, r.samples...)
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
+	return all, errors.Join(errs...)
+}
+
+func (s *ExporterScraper) scrape(ctx context.Context, target string) ([]schedloop.GPUSample, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cmpOr(s.Timeout, DefaultScrapeTimeout))
+	defer cancel()
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+
+	stage := stageFetch
+	samples, err := func() ([]schedloop.GPUSample, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+		if err != nil {
+			return nil, fmt.Errorf("build request: %w", err)
+		}
+		req.Header.Set("Accept", acceptHeader)
+		client := s.Client
+		if client == nil {
+			client = http.DefaultClient
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			stage = stageStatus
+			return nil, fmt.Errorf("HTTP status %s", resp.Status)
+		}
+		limit := cmpOr(s.MaxBodyBytes, DefaultMaxBodyBytes)
+		body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+		if err != nil {
+			return nil, fmt.Errorf("read body: %w", err)
+		}
+		if int64(len(body)) > limit {
+			stage = stageStatus
+			return nil, fmt.Errorf("body exceeds %d bytes", limit)
+		}
+		stage = stageParse
+		return ParseExporter(bytes.NewReader(body), expfmt.ResponseFormat(resp.Header), now())
+	}()
+	s.Metrics.observe(stage, err, len(samples), time.Since(start))
+	return samples, err
+}
+
+func cmpOr[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Stages of a scrape, the label of the error counter.
+const (
+	stageFetch  = "fetch"
+	stageStatus = "status"
+	stageParse  = "parse"
+)
+
+// ScrapeMetrics counts dcgm-exporter scrapes for the collector's /metrics.
+// Register it with a prometheus.Registerer; a nil *ScrapeMetrics counts
+// nothing.
+type ScrapeMetrics struct {
+	scrapes  prometheus.Counter
+	errors   *prometheus.CounterVec
+	samples  prometheus.Counter
+	duration prometheus.Histogram
+}
+
+var _ prometheus.Collector = (*ScrapeMetrics)(nil)
+
+// NewScrapeMetrics returns unregistered scrape counters.
+func NewScrapeMetrics() *ScrapeMetrics {
+	const ns, sub = "schedloop", "dcgm_exporter"
+	m := &ScrapeMetrics{
+		scrapes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "scrapes_total",
+			Help: "Scrapes of dcgm-exporter targets, successful or not.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "scrape_errors_total",
+			Help: "Failed scrapes of dcgm-exporter targets by stage: fetch (connect, timeout), status (non-200, oversized body), parse (malformed exposition).",
+		}, []string{"stage"}),
+		samples: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "samples_total",
+			Help: "GPU samples read from dcgm-exporter targets.",
+		}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "scrape_duration_seconds",
+			Help:    "Duration of one dcgm-exporter scrape, fetch and parse.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+		}),
+	}
+	for _, st := range []string{stageFetch, stageStatus, stageParse} {
+		m.errors.WithLabelValues(st)
+	}
+	return m
+}
+
+// Describe implements prometheus.Collector.
+func (m *ScrapeMetrics) Describe(ch chan<- *prometheus.Desc) {
+	m.scrapes.Describe(ch)
+	m.errors.Describe(ch)
+	m.samples.Describe(ch)
+	m.duration.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *ScrapeMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.scrapes.Collect(ch)
+	m.errors.Collect(ch)
+	m.samples.Collect(ch)
+	m.duration.Collect(ch)
+}
+
+func (m *ScrapeMetrics) observe(stage string, err error, samples int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.scrapes.Inc()
+	m.duration.Observe(d.Seconds())
+	if err != nil {
+		m.errors.WithLabelValues(stage).Inc()
+		return
+	}
+	m.samples.Add(float64(samples))
+}
