@@ -22,10 +22,8 @@ help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: ## build every command into ./bin
-	$(GO) build -o $(BIN)/collector ./cmd/collector
-	$(GO) build -o $(BIN)/tuner ./cmd/tuner
+	$(GO) build -o $(BIN)/ $$($(GO) list ./cmd/... | grep -v '/cmd/scheduler$$')
 	$(GO) build -ldflags "$(SCHED_LDFLAGS)" -o $(BIN)/scheduler ./cmd/scheduler
-	@for c in $$(ls cmd); do case $$c in collector|tuner|scheduler) ;; *) $(GO) build -o $(BIN)/$$c ./cmd/$$c ;; esac; done
 
 test: postgres ## run every test (starts a local Postgres if none answers)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

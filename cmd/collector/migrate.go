@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/schedloop/schedloop/internal/dbflags"
+	"github.com/schedloop/schedloop/internal/store"
 )
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -31,7 +32,7 @@ Flags:
 		fs.Usage()
 		return fmt.Errorf("migrate: missing action (up, down or status)")
 	}
-	s, err := db.Open(ctx, stderr)
+	s, err := store.Open(ctx, db.URL, store.Options{ConnectTimeout: db.ConnectTimeout})
 	if err != nil {
 		return err
 	}

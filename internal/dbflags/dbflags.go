@@ -43,13 +43,17 @@ func (c *Config) RegisterAutoMigrate(fs *flag.FlagSet) {
 }
 
 // Open connects and, when -migrate is set, brings the schema up to date,
-// logging what it did to log.
+// logging what it did to log; otherwise it insists the schema is current.
 func (c *Config) Open(ctx context.Context, log io.Writer) (*store.Store, error) {
 	s, err := store.Open(ctx, c.URL, store.Options{ConnectTimeout: c.ConnectTimeout})
 	if err != nil {
 		return nil, err
 	}
 	if !c.Migrate {
+		if err := s.RequireCurrentSchema(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
 		return s, nil
 	}
 	st, err := s.Migrate(ctx)

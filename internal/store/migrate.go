@@ -18,6 +18,9 @@ import (
 // understand.
 var ErrSchemaTooNew = errors.New("database schema is newer than this binary")
 
+// ErrSchemaTooOld means the database lacks migrations this binary needs.
+var ErrSchemaTooOld = errors.New("database schema is older than this binary")
+
 // MigrationState reports where the schema stands.
 type MigrationState struct {
 	// Current is the version applied to the database (0 for an empty one).
@@ -129,6 +132,26 @@ func checkNotTooNew(ctx context.Context, p *goose.Provider) error {
 		return fmt.Errorf("%w: the database is at migration %d but this binary knows migrations up to %d; "+
 			"run a schedloop release that includes migration %d, or point DATABASE_URL at another database",
 			ErrSchemaTooNew, current, known, current)
+	}
+	return nil
+}
+
+// RequireCurrentSchema checks, without changing anything, that the database
+// is at exactly the schema this binary was built for. Commands that do not
+// migrate call it so they fail with a clear message instead of a missing
+// table error halfway through.
+func (s *Store) RequireCurrentSchema(ctx context.Context) error {
+	st, err := s.MigrationStatus(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.Current > st.Latest:
+		return fmt.Errorf("%w: the database is at migration %d but this binary knows migrations up to %d",
+			ErrSchemaTooNew, st.Current, st.Latest)
+	case st.Current < st.Latest:
+		return fmt.Errorf("%w: the database is at migration %d and this binary needs %d; "+
+			"run `collector migrate up` (or start the collector, which migrates)", ErrSchemaTooOld, st.Current, st.Latest)
 	}
 	return nil
 }

@@ -86,6 +86,9 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	if !strings.Contains(err.Error(), "migration 999") {
 		t.Errorf("error %q does not name the database's version 999", err)
 	}
+	if err := s.RequireCurrentSchema(ctx); !errors.Is(err, store.ErrSchemaTooNew) {
+		t.Fatalf("RequireCurrentSchema on a newer schema: err = %v, want ErrSchemaTooNew", err)
+	}
 	if _, err := s.MigrateDownTo(ctx, 0); !errors.Is(err, store.ErrSchemaTooNew) {
 		t.Fatalf("MigrateDownTo on a newer schema: err = %v, want ErrSchemaTooNew", err)
 	}

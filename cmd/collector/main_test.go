@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/store/storetest"
+)
+
+func env(url string) func(string) string {
+	return func(k string) string {
+		if k == "DATABASE_URL" {
+			return url
+		}
+		return ""
+	}
+}
+
+func TestMigrateCommand(t *testing.T) {
+	url := storetest.URL(t)
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"migrate", "status"}, "schema at migration 0, binary knows up to 1, pending [1]"},
+		{[]string{"migrate", "up"}, "schema at migration 1 (latest 1)"},
+		{[]string{"migrate", "status"}, "schema at migration 1, binary knows up to 1, pending []"},
+		{[]string{"migrate", "down", "0"}, "schema rolled back to migration 0"},
+		{[]string{"migrate", "-database-url", url, "up"}, "schema at migration 1 (latest 1)"},
+	}
+	for _, st := range steps {
+		var out strings.Builder
+		if err := run(context.Background(), st.args, env(url), &out, io.Discard); err != nil {
+			t.Fatalf("collector %v: %v", st.args, err)
+		}
+		if !strings.Contains(out.String(), st.want) {
+			t.Errorf("collector %v printed %q, want %q", st.args, out.String(), st.want)
+		}
+	}
+}
+
+func TestCommandErrorsNameTheProblem(t *testing.T) {
+	url := storetest.URL(t)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "missing command"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"migrate"}, "missing action"},
+		{[]string{"migrate", "sideways"}, `unknown action "sideways"`},
+		{[]string{"migrate", "down", "-3"}, `version "-3" is not a migration number`},
+		{[]string{"migrate", "-database-url", "postgres://u@127.0.0.1:1/x?connect_timeout=2", "status"}, "nothing answered at 127.0.0.1:1"},
+		{[]string{"serve", "-listen", "256.0.0.1:99999"}, "flag -listen"},
+		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
+	}
+	for _, tc := range tests {
+		err := run(context.Background(), tc.args, env(url), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("collector %v: err = %v, want it to contain %q", tc.args, err, tc.want)
+		}
+	}
+	if err := run(context.Background(), []string{"serve", "-h"}, env(url), io.Discard, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("serve -h: err = %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
+	url := storetest.URL(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "-listen", "127.0.0.1:0"}, env(url), pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read listen address: %v", err)
+	}
+	go io.Copy(io.Discard, pr)
+	base := strings.TrimSpace(strings.TrimPrefix(line, "collector listening on "))
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ok", "/metrics": "go_goroutines"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s = %d %q, want 200 containing %q", path, resp.StatusCode, body, want)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v after cancel, want nil", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop after its context was cancelled")
+	}
+}
