@@ -44,7 +44,7 @@ type Store struct {
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("database URL is not a valid Postgres connection string (%s): %w", redact(url), err)
+		return nil, fmt.Errorf("database URL is not a valid Postgres connection string (%s): %w", Redact(url), err)
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
@@ -109,9 +109,9 @@ func describe(cfg pgconn.Config) string {
 	return fmt.Sprintf("postgres %s:%d database %q user %q", cfg.Host, cfg.Port, cfg.Database, cfg.User)
 }
 
-// redact hides a password in a URL-form connection string so it never
+// Redact hides a password in a URL-form connection string so it never
 // reaches logs.
-func redact(url string) string {
+func Redact(url string) string {
 	scheme, rest, ok := strings.Cut(url, "://")
 	if !ok {
 		return "<not a URL>"

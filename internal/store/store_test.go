@@ -358,3 +358,17 @@ func TestProfilesLifecycle(t *testing.T) {
 		t.Errorf("get unknown profile: err = %v, want ErrNotFound", err)
 	}
 }
+
+func TestRedactHidesPasswords(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"postgres://u:secret@h:5432/db", "postgres://u:xxxxx@h:5432/db"},
+		{"postgres://u@h/db", "postgres://u@h/db"},
+		{"postgres://h/db", "postgres://h/db"},
+		{"host=h password=secret", "<not a URL>"},
+	}
+	for _, tc := range tests {
+		if got := store.Redact(tc.in); got != tc.want {
+			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -36,7 +36,7 @@ func URL(t testing.TB) string {
 	admin := AdminURL()
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
-		t.Fatalf(howToStart, admin, err)
+		t.Fatalf(howToStart, store.Redact(admin), err)
 	}
 	defer conn.Close(ctx)
 
@@ -46,7 +46,7 @@ func URL(t testing.TB) string {
 	}
 	name := "schedloop_test_" + hex.EncodeToString(b[:])
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatalf("create test database %s on %s: %v", name, admin, err)
+		t.Fatalf("create test database %s on %s: %v", name, store.Redact(admin), err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
