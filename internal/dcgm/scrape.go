@@ -64,7 +64,9 @@ type TargetError struct {
 	Err    error
 }
 
-func (e *TargetError) Error() string { return fmt.Sprintf("scrape dcgm-exporter %s: %v", e.Target, e.Err) }
+func (e *TargetError) Error() string {
+	return fmt.Sprintf("scrape dcgm-exporter %s: %v", e.Target, e.Err)
+}
 func (e *TargetError) Unwrap() error { return e.Err }
 
 // Collect scrapes every target concurrently and returns the samples of those
