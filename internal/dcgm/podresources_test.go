@@ -157,4 +157,3 @@ func TestAttributedSourceKubeletDown(t *testing.T) {
 type sourceFunc func(context.Context) ([]schedloop.GPUSample, error)
 
 func (f sourceFunc) Collect(ctx context.Context) ([]schedloop.GPUSample, error) { return f(ctx) }
-
