@@ -1,0 +1,206 @@
+package scoring
+
+import (
+	"fmt"
+	"slices"
+)
+
+// MilliPerGPU is one whole device in the milli-GPU unit GPU sharing uses.
+const MilliPerGPU = 1000
+
+// Request is what one pod asks of a node.
+type Request struct {
+	CPUMilli  int64
+	MemoryMiB int64
+	// GPUs counts devices. With GPUMilli between 1 and 999 the pod shares
+	// one device (GPUs must then be 1); otherwise it takes GPUs whole devices.
+	GPUs     int
+	GPUMilli int
+	// GPUModels restricts which device models qualify; empty allows any.
+	GPUModels []string
+}
+
+// Shared reports whether r asks for a share of one device.
+func (r Request) Shared() bool { return r.GPUs == 1 && r.GPUMilli > 0 && r.GPUMilli < MilliPerGPU }
+
+// TotalGPUMilli is the GPU capacity r consumes, in milli-GPU.
+func (r Request) TotalGPUMilli() int64 {
+	if r.Shared() {
+		return int64(r.GPUMilli)
+	}
+	return int64(r.GPUs) * MilliPerGPU
+}
+
+// Validate names the first field of r that cannot be satisfied by any node.
+func (r Request) Validate() error {
+	switch {
+	case r.CPUMilli < 0:
+		return fmt.Errorf("cpu_milli %d is negative", r.CPUMilli)
+	case r.MemoryMiB < 0:
+		return fmt.Errorf("memory_mib %d is negative", r.MemoryMiB)
+	case r.GPUs < 0:
+		return fmt.Errorf("gpus %d is negative", r.GPUs)
+	case r.GPUMilli < 0 || r.GPUMilli > MilliPerGPU:
+		return fmt.Errorf("gpu_milli %d is outside 0..1000", r.GPUMilli)
+	case r.GPUMilli > 0 && r.GPUMilli < MilliPerGPU && r.GPUs != 1:
+		return fmt.Errorf("gpu_milli %d shares one device, but gpus is %d (want 1)", r.GPUMilli, r.GPUs)
+	}
+	return nil
+}
+
+// Node is the scheduling view of one machine: capacity, what is free, and
+// where it sits in the topology. The simulator owns Nodes directly; the
+// scheduler plugins build them from the framework's NodeInfo.
+type Node struct {
+	Name string
+	// Domains holds the node's value at each topology level, outermost first,
+	// aligned with the Levels in use (e.g. spine, rack, NVLink domain).
+	Domains  []string
+	GPUModel string
+
+	CPUMilliCap, CPUMilliFree   int64
+	MemoryMiBCap, MemoryMiBFree int64
+	// GPUFree is the free milli-GPU of each device (MilliPerGPU = idle).
+	GPUFree []int
+}
+
+// NewNode returns an empty node with gpus idle devices.
+func NewNode(name, model string, gpus int, cpuMilli, memoryMiB int64, domains ...string) *Node {
+	free := make([]int, gpus)
+	for i := range free {
+		free[i] = MilliPerGPU
+	}
+	return &Node{Name: name, Domains: domains, GPUModel: model, CPUMilliCap: cpuMilli, CPUMilliFree: cpuMilli,
+		MemoryMiBCap: memoryMiB, MemoryMiBFree: memoryMiB, GPUFree: free}
+}
+
+// Clone returns a deep copy, for trial placements.
+func (n *Node) Clone() *Node {
+	c := *n
+	c.GPUFree = slices.Clone(n.GPUFree)
+	return &c
+}
+
+// GPUCap is the node's device count.
+func (n *Node) GPUCap() int { return len(n.GPUFree) }
+
+// FreeGPUMilli sums the free share of every device.
+func (n *Node) FreeGPUMilli() int64 {
+	var s int64
+	for _, f := range n.GPUFree {
+		s += int64(f)
+	}
+	return s
+}
+
+// IdleGPUs counts devices nobody holds any share of.
+func (n *Node) IdleGPUs() int {
+	c := 0
+	for _, f := range n.GPUFree {
+		if f == MilliPerGPU {
+			c++
+		}
+	}
+	return c
+}
+
+// Reason says why a request does not fit a node. The strings are stable:
+// the collector counts them.
+type Reason string
+
+const (
+	Fits               Reason = ""
+	ReasonCPU          Reason = "Insufficient cpu"
+	ReasonMemory       Reason = "Insufficient memory"
+	ReasonGPU          Reason = "Insufficient nvidia.com/gpu"
+	ReasonGPUShare     Reason = "no GPU has the requested share free"
+	ReasonGPUModel     Reason = "GPU model not allowed"
+	ReasonInvalidShape Reason = "request shape invalid"
+)
+
+// Fit reports whether r fits n now, and if not the first reason why.
+func (n *Node) Fit(r Request) Reason {
+	if r.GPUs > 0 && len(r.GPUModels) > 0 && !slices.Contains(r.GPUModels, n.GPUModel) {
+		return ReasonGPUModel
+	}
+	if r.CPUMilli > n.CPUMilliFree {
+		return ReasonCPU
+	}
+	if r.MemoryMiB > n.MemoryMiBFree {
+		return ReasonMemory
+	}
+	switch {
+	case r.Shared():
+		if slices.Max(append([]int{0}, n.GPUFree...)) < r.GPUMilli {
+			return ReasonGPUShare
+		}
+	case r.GPUs > 0:
+		if n.IdleGPUs() < r.GPUs {
+			return ReasonGPU
+		}
+	}
+	return Fits
+}
+
+// Allocation is what placing one pod took from a node.
+type Allocation struct {
+	Node      string
+	CPUMilli  int64
+	MemoryMiB int64
+	// Devices are the device indices used; each gave Milli (MilliPerGPU for
+	// whole devices).
+	Devices []int
+	Milli   int
+}
+
+// Allocate takes r from n using the given devices (for a shared request,
+// exactly one device; for whole devices, r.GPUs idle ones). It returns an
+// error, changing nothing, when the devices cannot serve r.
+func (n *Node) Allocate(r Request, devices []int) (Allocation, error) {
+	if reason := n.Fit(r); reason != Fits {
+		return Allocation{}, fmt.Errorf("node %s: %s", n.Name, reason)
+	}
+	milli := MilliPerGPU
+	want := r.GPUs
+	if r.Shared() {
+		milli = r.GPUMilli
+	}
+	if len(devices) != want {
+		return Allocation{}, fmt.Errorf("node %s: %d devices chosen for a request of %d", n.Name, len(devices), want)
+	}
+	for i, d := range devices {
+		if d < 0 || d >= len(n.GPUFree) || n.GPUFree[d] < milli || slices.Contains(devices[:i], d) {
+			return Allocation{}, fmt.Errorf("node %s: device %d cannot give %d milli-GPU", n.Name, d, milli)
+		}
+	}
+	for _, d := range devices {
+		n.GPUFree[d] -= milli
+	}
+	n.CPUMilliFree -= r.CPUMilli
+	n.MemoryMiBFree -= r.MemoryMiB
+	return Allocation{Node: n.Name, CPUMilli: r.CPUMilli, MemoryMiB: r.MemoryMiB, Devices: slices.Clone(devices), Milli: milli}, nil
+}
+
+// Release returns what a earlier Allocate took.
+func (n *Node) Release(a Allocation) {
+	for _, d := range a.Devices {
+		n.GPUFree[d] = min(n.GPUFree[d]+a.Milli, MilliPerGPU)
+	}
+	n.CPUMilliFree = min(n.CPUMilliFree+a.CPUMilli, n.CPUMilliCap)
+	n.MemoryMiBFree = min(n.MemoryMiBFree+a.MemoryMiB, n.MemoryMiBCap)
+}
+
+// IdleDevices returns the first k idle devices, lowest index first: all
+// idle devices are alike, and a stable choice keeps replays reproducible.
+func (n *Node) IdleDevices(k int) []int {
+	out := make([]int, 0, k)
+	for i, f := range n.GPUFree {
+		if len(out) == k {
+			break
+		}
+		if f == MilliPerGPU {
+			out = append(out, i)
+		}
+	}
+	return out
+}
