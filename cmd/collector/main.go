@@ -4,29 +4,13 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
+
+	"github.com/schedloop/schedloop/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "collector:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("collector", run) }
 
 const usage = `collector records what a GPU cluster did and why pods waited.
 
@@ -39,24 +23,10 @@ Usage:
 Run "collector <command> -h" for a command's flags.
 `
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errors.New("missing command")
-	}
-	switch args[0] {
-	case "serve":
-		return runServe(ctx, args[1:], getenv, stdout, stderr)
-	case "migrate":
-		return runMigrate(ctx, args[1:], getenv, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return flag.ErrHelp
-	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", args[0])
-	}
-}
+var run = cli.Subcommands(usage, map[string]cli.RunFunc{
+	"serve":   runServe,
+	"migrate": runMigrate,
+})
 
 func parseVersion(s string) (int64, error) {
 	v, err := strconv.ParseInt(s, 10, 64)

@@ -4,32 +4,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/cli"
 	"github.com/schedloop/schedloop/internal/dbflags"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "tuner:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("tuner", run) }
 
 const usage = `tuner derives scheduler profiles (score weights, queue limits, gang timeout) from history.
 
@@ -40,22 +26,9 @@ Usage:
 Run "tuner <command> -h" for a command's flags.
 `
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errors.New("missing command")
-	}
-	switch args[0] {
-	case "profiles":
-		return runProfiles(ctx, args[1:], getenv, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return flag.ErrHelp
-	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", args[0])
-	}
-}
+var run = cli.Subcommands(usage, map[string]cli.RunFunc{
+	"profiles": runProfiles,
+})
 
 var statuses = []schedloop.ProfileStatus{schedloop.ProfileProposed, schedloop.ProfileApplied,
 	schedloop.ProfileRolledBack, schedloop.ProfileRejected, schedloop.ProfileSuperseded}

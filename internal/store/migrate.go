@@ -84,26 +84,26 @@ func (s *Store) MigrationStatus(ctx context.Context) (MigrationState, error) {
 // Migrate brings the schema up to the newest embedded version. It refuses,
 // with ErrSchemaTooNew, a database that a newer binary already migrated.
 func (s *Store) Migrate(ctx context.Context) (MigrationState, error) {
-	p, db, err := s.migrator()
-	if err != nil {
-		return MigrationState{}, err
-	}
-	defer db.Close()
-	if err := checkNotTooNew(ctx, p); err != nil {
-		return MigrationState{}, err
-	}
-	if _, err := p.Up(ctx); err != nil {
-		return MigrationState{}, fmt.Errorf("apply migrations: %w", err)
-	}
-	current, err := p.GetDBVersion(ctx)
-	if err != nil {
-		return MigrationState{}, fmt.Errorf("read schema version after migrating: %w", err)
-	}
-	return MigrationState{Current: current, Latest: latest(p)}, nil
+	return s.migrateWith(ctx, "apply migrations", func(p *goose.Provider) error {
+		_, err := p.Up(ctx)
+		return err
+	})
 }
 
 // MigrateDownTo rolls the schema back to version (0 removes everything).
 func (s *Store) MigrateDownTo(ctx context.Context, version int64) (MigrationState, error) {
+	st, err := s.migrateWith(ctx, fmt.Sprintf("roll back migrations to version %d", version), func(p *goose.Provider) error {
+		_, err := p.DownTo(ctx, version)
+		return err
+	})
+	// Dropped tables take their partitions with them.
+	s.partitions.reset()
+	return st, err
+}
+
+// migrateWith runs one schema change under the same guard: never touch a
+// schema newer than this binary, and report where the schema ended up.
+func (s *Store) migrateWith(ctx context.Context, what string, change func(*goose.Provider) error) (MigrationState, error) {
 	p, db, err := s.migrator()
 	if err != nil {
 		return MigrationState{}, err
@@ -112,14 +112,13 @@ func (s *Store) MigrateDownTo(ctx context.Context, version int64) (MigrationStat
 	if err := checkNotTooNew(ctx, p); err != nil {
 		return MigrationState{}, err
 	}
-	if _, err := p.DownTo(ctx, version); err != nil {
-		return MigrationState{}, fmt.Errorf("roll back migrations to version %d: %w", version, err)
+	if err := change(p); err != nil {
+		return MigrationState{}, fmt.Errorf("%s: %w", what, err)
 	}
 	current, err := p.GetDBVersion(ctx)
 	if err != nil {
-		return MigrationState{}, fmt.Errorf("read schema version after rollback: %w", err)
+		return MigrationState{}, fmt.Errorf("read schema version after %s: %w", what, err)
 	}
-	s.partitions.reset()
 	return MigrationState{Current: current, Latest: latest(p)}, nil
 }
 
