@@ -84,10 +84,46 @@ func shapeKey(r Request) string {
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
+// nodeSummary is what every class's fit test needs from a node, computed
+// once per Fragmentation call instead of once per class.
+type nodeSummary struct {
+	maxFree, idle int
+	free          int64
+}
+
+func summarise(n *Node) nodeSummary {
+	var s nodeSummary
+	for _, f := range n.GPUFree {
+		s.free += int64(f)
+		s.maxFree = max(s.maxFree, f)
+		if f == MilliPerGPU {
+			s.idle++
+		}
+	}
+	return s
+}
+
+// fits is Node.Fit(m) == Fits, answered from the summary.
+func (s nodeSummary) fits(n *Node, m Request) bool {
+	if m.GPUs > 0 && len(m.GPUModels) > 0 && !slices.Contains(m.GPUModels, n.GPUModel) {
+		return false
+	}
+	if m.CPUMilli > n.CPUMilliFree || m.MemoryMiB > n.MemoryMiBFree {
+		return false
+	}
+	switch {
+	case m.Shared():
+		return s.maxFree >= m.GPUMilli
+	case m.GPUs > 0:
+		return s.idle >= m.GPUs
+	}
+	return true
+}
+
 // classFragment is the free milli-GPU of n that pod shape m cannot use.
-func classFragment(n *Node, m Request) int64 {
-	if n.Fit(m) != Fits {
-		return n.FreeGPUMilli()
+func classFragment(n *Node, s nodeSummary, m Request) int64 {
+	if !s.fits(n, m) {
+		return s.free
 	}
 	var threshold int
 	switch {
@@ -109,9 +145,10 @@ func classFragment(n *Node, m Request) int64 {
 
 // Fragmentation is n's expected fragmented milli-GPU over workload w.
 func Fragmentation(n *Node, w Workload) float64 {
+	s := summarise(n)
 	var f float64
 	for _, c := range w {
-		f += c.Share * float64(classFragment(n, c.Request))
+		f += c.Share * float64(classFragment(n, s, c.Request))
 	}
 	return f
 }
@@ -150,7 +187,9 @@ func FragmentationChoice(n *Node, r Request, w Workload) (devices []int, score f
 	best, bestAfter := -1, math.Inf(1)
 	one := []int{0}
 	for d, f := range n.GPUFree {
-		if f < r.GPUMilli {
+		// Devices with equal free shares leave equal nodes behind: only the
+		// first of them can win (ties keep the lower index), so skip the rest.
+		if f < r.GPUMilli || slices.Contains(n.GPUFree[:d], f) {
 			continue
 		}
 		one[0] = d

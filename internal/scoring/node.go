@@ -104,6 +104,15 @@ func (n *Node) IdleGPUs() int {
 	return c
 }
 
+// maxFree is the largest free share of any one device (0 without devices).
+func (n *Node) maxFree() int {
+	m := 0
+	for _, f := range n.GPUFree {
+		m = max(m, f)
+	}
+	return m
+}
+
 // Reason says why a request does not fit a node. The strings are stable:
 // the collector counts them.
 type Reason string
@@ -131,7 +140,7 @@ func (n *Node) Fit(r Request) Reason {
 	}
 	switch {
 	case r.Shared():
-		if slices.Max(append([]int{0}, n.GPUFree...)) < r.GPUMilli {
+		if n.maxFree() < r.GPUMilli {
 			return ReasonGPUShare
 		}
 	case r.GPUs > 0:

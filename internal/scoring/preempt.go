@@ -1,0 +1,126 @@
+package scoring
+
+import "slices"
+
+// Preemption follows kube-scheduler's DefaultPreemption: when a pod fits no
+// node, each node is asked for the smallest set of lower-priority pods whose
+// eviction would let it fit, and the node whose victims matter least is
+// chosen. The simulator and the scheduler plugins share these rules.
+
+// Victim is a running pod that preemption may evict.
+type Victim struct {
+	Priority int32
+	// Started orders victims of equal priority: the most recently started
+	// loses least work, so it goes first (any monotone unit).
+	Started int64
+	Alloc   Allocation
+}
+
+// SelectVictims returns the indices (into running, which lists the pods on
+// n) of the pods to evict so r fits n, or ok == false when evicting every
+// pod of lower priority than priority would not be enough. Like
+// DefaultPreemption it first removes every lower-priority pod, then gives
+// back ("reprieves") as many as it can, highest priority first, so the
+// victims are few and of low priority. n is left unchanged.
+func SelectVictims(n *Node, r Request, priority int32, running []Victim) (victims []int, ok bool) {
+	trial := n.Clone()
+	var lower []int
+	for i, v := range running {
+		if v.Priority < priority {
+			lower = append(lower, i)
+			trial.Release(v.Alloc)
+		}
+	}
+	if len(lower) == 0 || trial.Fit(r) != Fits {
+		return nil, false
+	}
+	// Reprieve the most important first: higher priority, then earlier start.
+	slices.SortStableFunc(lower, func(a, b int) int {
+		if running[a].Priority != running[b].Priority {
+			return int(running[b].Priority) - int(running[a].Priority)
+		}
+		switch {
+		case running[a].Started < running[b].Started:
+			return -1
+		case running[a].Started > running[b].Started:
+			return 1
+		}
+		return 0
+	})
+	for _, i := range lower {
+		a := running[i].Alloc
+		if reAllocate(trial, a) && trial.Fit(r) == Fits {
+			continue
+		}
+		victims = append(victims, i)
+	}
+	if len(victims) == 0 {
+		return nil, false // r fitted without evicting anyone
+	}
+	slices.Sort(victims)
+	return victims, true
+}
+
+// reAllocate puts a released allocation back on n if it still fits there,
+// and undoes nothing otherwise.
+func reAllocate(n *Node, a Allocation) bool {
+	if a.CPUMilli > n.CPUMilliFree || a.MemoryMiB > n.MemoryMiBFree {
+		return false
+	}
+	for _, d := range a.Devices {
+		if n.GPUFree[d] < a.Milli {
+			return false
+		}
+	}
+	for _, d := range a.Devices {
+		n.GPUFree[d] -= a.Milli
+	}
+	n.CPUMilliFree -= a.CPUMilli
+	n.MemoryMiBFree -= a.MemoryMiB
+	return true
+}
+
+// PreemptionCandidate is one node's answer to SelectVictims, summarised for
+// choosing among nodes.
+type PreemptionCandidate struct {
+	Node string
+	// HighestPriority is the highest priority among the victims.
+	HighestPriority int32
+	// PrioritySum adds the victims' priorities.
+	PrioritySum int64
+	Victims     int
+	// LatestStart is when the most recently started victim started.
+	LatestStart int64
+}
+
+// SummariseVictims builds the candidate for node from its victims.
+func SummariseVictims(node string, running []Victim, victims []int) PreemptionCandidate {
+	c := PreemptionCandidate{Node: node, Victims: len(victims)}
+	for k, i := range victims {
+		v := running[i]
+		if k == 0 || v.Priority > c.HighestPriority {
+			c.HighestPriority = v.Priority
+		}
+		c.PrioritySum += int64(v.Priority)
+		c.LatestStart = max(c.LatestStart, v.Started)
+	}
+	return c
+}
+
+// BetterPreemption reports whether preempting on a is preferred to b, by
+// DefaultPreemption's order: lower highest victim priority, lower sum of
+// victim priorities, fewer victims, later-started victims (less work lost),
+// then node name.
+func BetterPreemption(a, b PreemptionCandidate) bool {
+	switch {
+	case a.HighestPriority != b.HighestPriority:
+		return a.HighestPriority < b.HighestPriority
+	case a.PrioritySum != b.PrioritySum:
+		return a.PrioritySum < b.PrioritySum
+	case a.Victims != b.Victims:
+		return a.Victims < b.Victims
+	case a.LatestStart != b.LatestStart:
+		return a.LatestStart > b.LatestStart
+	}
+	return a.Node < b.Node
+}
