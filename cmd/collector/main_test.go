@@ -29,11 +29,11 @@ func TestMigrateCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"migrate", "status"}, "schema at migration 0, binary knows up to 1, pending [1]"},
-		{[]string{"migrate", "up"}, "schema at migration 1 (latest 1)"},
-		{[]string{"migrate", "status"}, "schema at migration 1, binary knows up to 1, pending []"},
+		{[]string{"migrate", "status"}, "schema at migration 0, binary knows up to 2, pending [1 2]"},
+		{[]string{"migrate", "up"}, "schema at migration 2 (latest 2)"},
+		{[]string{"migrate", "status"}, "schema at migration 2, binary knows up to 2, pending []"},
 		{[]string{"migrate", "down", "0"}, "schema rolled back to migration 0"},
-		{[]string{"migrate", "-database-url", url, "up"}, "schema at migration 1 (latest 1)"},
+		{[]string{"migrate", "-database-url", url, "up"}, "schema at migration 2 (latest 2)"},
 	}
 	for _, st := range steps {
 		var out strings.Builder

@@ -17,7 +17,8 @@ import (
 var ctx = context.Background()
 
 var schemaTables = []string{"nodes", "gpus", "jobs", "pods", "scheduling_attempts", "k8s_events",
-	"gpu_samples", "gpu_minutes", "profiles"}
+	"gpu_samples", "gpu_minutes", "profiles", "gpu_demand_minutes", "gpu_state_hours", "pod_wait_intervals",
+	"pod_wait_breakdown", "job_jct"}
 
 func tableExists(t *testing.T, s *store.Store, name string) bool {
 	t.Helper()

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// GPU idle accounting, in two idempotent steps the collector repeats for
+// each closed time range (after RollupGPUMinutes):
+//   1. RollupDemand records how much GPU demand waited in each minute;
+//   2. RollupStates labels every GPU-minute busy / allocated_idle /
+//      unallocated_waiting / spare and adds them up per hour and node.
+
+// DefaultIdleThreshold is the engine activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE,
+// 0..1) below which a held GPU counts as allocated but idle.
+const DefaultIdleThreshold = 0.05
+
+// RollupDemand recomputes gpu_demand_minutes for the minutes in [from, to).
+// A pod's demand counts from its creation until it was bound (or ended
+// without ever being bound).
+func (s *Store) RollupDemand(ctx context.Context, from, to time.Time) error {
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO gpu_demand_minutes (minute, pending_gpus, pending_pods)
+		SELECT m.minute,
+		       coalesce(sum(CASE WHEN p.gpu_milli > 0 AND p.gpu_milli < 1000 THEN p.gpu_milli / 1000.0 ELSE p.gpus END), 0),
+		       count(p.uid)
+		FROM generate_series(date_trunc('minute', $1::timestamptz), $2::timestamptz - interval '1 minute', interval '1 minute') AS m(minute)
+		LEFT JOIN pods p ON p.gpus > 0
+		     AND p.created_at <= m.minute
+		     AND coalesce(p.scheduled_at, p.finished_at, 'infinity') > m.minute
+		GROUP BY m.minute
+		ON CONFLICT (minute) DO UPDATE SET pending_gpus = EXCLUDED.pending_gpus, pending_pods = EXCLUDED.pending_pods`,
+		from, to)
+	if err != nil {
+		return fmt.Errorf("roll up GPU demand %s..%s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+// RollupStates recomputes gpu_state_hours for the whole hours touching
+// [from, to). Within a minute, free GPUs are ranked by UUID and the first
+// ceil(pending_gpus) of them count as unallocated while demand waited: a
+// single waiting one-GPU pod does not make a hundred free GPUs "wasted".
+// A held GPU is busy when its engine activity (or, for GPUs without
+// profiling metrics, its utilization) reaches threshold.
+func (s *Store) RollupStates(ctx context.Context, from, to time.Time, threshold float64) error {
+	hourFrom := from.UTC().Truncate(time.Hour)
+	hourTo := to.UTC().Add(time.Hour - time.Nanosecond).Truncate(time.Hour)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("roll up GPU states: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `DELETE FROM gpu_state_hours WHERE hour >= $1 AND hour < $2`, hourFrom, hourTo); err != nil {
+		return fmt.Errorf("roll up GPU states: clear %s..%s: %w", hourFrom, hourTo, err)
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO gpu_state_hours (hour, node, gpu_model, pod_namespace, state, gpu_minutes)
+		SELECT date_trunc('hour', minute), node, gpu_model, pod_namespace, state, count(*)
+		FROM (
+		    SELECT g.minute, g.node, coalesce(n.gpu_model, gp.model, '') AS gpu_model, g.pod_namespace,
+		           CASE
+		             WHEN g.pod_name <> '' AND greatest(g.gr_engine_active_avg, g.gpu_util_avg / 100) >= $3 THEN 'busy'
+		             WHEN g.pod_name <> '' THEN 'allocated_idle'
+		             WHEN row_number() OVER (PARTITION BY g.minute, g.pod_name = '' ORDER BY g.gpu_uuid)
+		                  <= ceil(coalesce(d.pending_gpus, 0)) THEN 'unallocated_waiting'
+		             ELSE 'spare'
+		           END AS state
+		    FROM gpu_minutes g
+		    LEFT JOIN gpu_demand_minutes d ON d.minute = g.minute
+		    LEFT JOIN nodes n ON n.name = g.node
+		    LEFT JOIN gpus gp ON gp.uuid = g.gpu_uuid
+		    WHERE g.minute >= $1 AND g.minute < $2
+		) labelled
+		GROUP BY 1, 2, 3, 4, 5`, hourFrom, hourTo, threshold); err != nil {
+		return fmt.Errorf("roll up GPU states %s..%s: %w", hourFrom, hourTo, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("roll up GPU states: commit: %w", err)
+	}
+	return nil
+}
+
+// IdleBreakdown is GPU time by state over a range.
+type IdleBreakdown struct {
+	BusyMinutes               int64
+	AllocatedIdleMinutes      int64
+	UnallocatedWaitingMinutes int64
+	SpareMinutes              int64
+}
+
+// Total is every GPU-minute accounted for.
+func (b IdleBreakdown) Total() int64 {
+	return b.BusyMinutes + b.AllocatedIdleMinutes + b.UnallocatedWaitingMinutes + b.SpareMinutes
+}
+
+// IdleShare is the share of GPU time that was wasted: held but idle, or
+// free while work waited.
+func (b IdleBreakdown) IdleShare() float64 {
+	if b.Total() == 0 {
+		return 0
+	}
+	return float64(b.AllocatedIdleMinutes+b.UnallocatedWaitingMinutes) / float64(b.Total())
+}
+
+// GPUIdleBreakdown adds up gpu_state_hours over the hours in [from, to).
+func (s *Store) GPUIdleBreakdown(ctx context.Context, from, to time.Time) (IdleBreakdown, error) {
+	var b IdleBreakdown
+	err := s.pool.QueryRow(ctx, `
+		SELECT coalesce(sum(gpu_minutes) FILTER (WHERE state = 'busy'), 0),
+		       coalesce(sum(gpu_minutes) FILTER (WHERE state = 'allocated_idle'), 0),
+		       coalesce(sum(gpu_minutes) FILTER (WHERE state = 'unallocated_waiting'), 0),
+		       coalesce(sum(gpu_minutes) FILTER (WHERE state = 'spare'), 0)
+		FROM gpu_state_hours WHERE hour >= $1 AND hour < $2`, from, to).
+		Scan(&b.BusyMinutes, &b.AllocatedIdleMinutes, &b.UnallocatedWaitingMinutes, &b.SpareMinutes)
+	if err != nil {
+		return b, fmt.Errorf("read GPU idle breakdown: %w", err)
+	}
+	return b, nil
+}
+
+// PodWaitBreakdown returns how many seconds a pod waited for each reason
+// category, up to now for a pod still waiting.
+func (s *Store) PodWaitBreakdown(ctx context.Context, podUID string) (map[string]float64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT category, seconds FROM pod_wait_breakdown WHERE pod_uid = $1`, podUID)
+	if err != nil {
+		return nil, fmt.Errorf("read wait breakdown of pod %s: %w", podUID, err)
+	}
+	defer rows.Close()
+	out := map[string]float64{}
+	for rows.Next() {
+		var category string
+		var seconds float64
+		if err := rows.Scan(&category, &seconds); err != nil {
+			return nil, fmt.Errorf("read wait breakdown of pod %s: %w", podUID, err)
+		}
+		out[category] = seconds
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read wait breakdown of pod %s: %w", podUID, err)
+	}
+	return out, nil
+}
+
+// JobJCT is one job's completion time split into queueing and running.
+type JobJCT struct {
+	UID          string
+	QueueSeconds float64
+	RunSeconds   float64
+	JCTSeconds   float64
+}
+
+// FinishedJobJCT lists the JCT of jobs that finished in [from, to).
+func (s *Store) FinishedJobJCT(ctx context.Context, from, to time.Time) ([]JobJCT, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT uid, coalesce(queue_seconds, 0), coalesce(run_seconds, 0), jct_seconds FROM job_jct
+		WHERE finished_at >= $1 AND finished_at < $2 ORDER BY finished_at, uid`, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read job JCT: %w", err)
+	}
+	defer rows.Close()
+	var out []JobJCT
+	for rows.Next() {
+		var j JobJCT
+		if err := rows.Scan(&j.UID, &j.QueueSeconds, &j.RunSeconds, &j.JCTSeconds); err != nil {
+			return nil, fmt.Errorf("read job JCT: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
