@@ -1,0 +1,448 @@
+// Package player replays a trace into a harness cluster: at each job's
+// arrival time (on the harness clock) it creates the job's PodGroup and
+// member pods, so a real scheduler has real work, and it records when each
+// job's pods ran and ended.
+//
+// It makes no placement decisions; the scheduler under test does.
+package player
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/schedloop/schedloop/internal/harness"
+	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/trace"
+)
+
+// Options configure a Player.
+type Options struct {
+	Clock         *harness.Clock // required: maps arrival times to wall time
+	Namespace     string         // default "default"
+	SchedulerName string         // default the cluster's default scheduler
+	// ScheduleTimeoutSeconds goes into each PodGroup. Default 60.
+	ScheduleTimeoutSeconds int32
+	// Submitters is how many jobs are created at once. Default 8.
+	Submitters int
+}
+
+// Player submits a trace's jobs and follows their pods.
+type Player struct {
+	client kubernetes.Interface
+	dyn    dynamic.Interface
+	jobs   []trace.Job
+	names  []string // Kubernetes name of each job
+	opts   Options
+
+	mu      sync.Mutex
+	results map[string]*JobResult // by job name (Kubernetes form)
+	changed chan struct{}         // closed and replaced when a result changes
+}
+
+// JobResult is what happened to one job. Times are wall times observed by
+// the player.
+type JobResult struct {
+	Job       trace.Job
+	Name      string // Kubernetes name: PodGroup and pod-name prefix
+	Submitted time.Time
+	// FirstStart and LastStart bracket the members going Running.
+	FirstStart, LastStart time.Time
+	Finished              time.Time // last member ended
+	Succeeded, Failed     int       // members in each terminal phase
+	// Deleted counts members removed before they ended (preempted or evicted).
+	Deleted int
+	Nodes   []string // node of each member that ran, in start order
+	pods    map[string]*podSeen
+}
+
+type podSeen struct{ started, ended bool }
+
+// Done reports whether every member has ended.
+func (r *JobResult) Done() bool { return r.Succeeded+r.Failed+r.Deleted == r.Job.Members }
+
+// Report is the outcome of a replay.
+type Report struct {
+	Jobs         []JobResult // in trace order
+	Began, Ended time.Time   // first submission, last job end
+}
+
+// JobsPerSecond is the number of finished jobs per wall second of the replay.
+func (r Report) JobsPerSecond() float64 {
+	d := r.Ended.Sub(r.Began).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	n := 0
+	for _, j := range r.Jobs {
+		if j.Done() {
+			n++
+		}
+	}
+	return float64(n) / d
+}
+
+var (
+	invalidName  = regexp.MustCompile(`[^a-z0-9-]+`)
+	invalidLabel = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+)
+
+// KubeName turns a trace job name into a valid PodGroup/pod name prefix.
+func KubeName(job string) string {
+	s := strings.Trim(invalidName.ReplaceAllString(strings.ToLower(job), "-"), "-")
+	if len(s) > 50 {
+		s = s[:50]
+	}
+	return strings.TrimRight(s, "-")
+}
+
+// New prepares a replay of jobs. It does not touch the cluster yet.
+func New(client kubernetes.Interface, dyn dynamic.Interface, jobs []trace.Job, opts Options) (*Player, error) {
+	if opts.Clock == nil {
+		return nil, fmt.Errorf("player: a clock is required")
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.ScheduleTimeoutSeconds == 0 {
+		opts.ScheduleTimeoutSeconds = 60
+	}
+	if opts.Submitters <= 0 {
+		opts.Submitters = 8
+	}
+	jobs = append([]trace.Job(nil), jobs...)
+	trace.SortByArrival(jobs)
+	p := &Player{client: client, dyn: dyn, jobs: jobs, opts: opts,
+		results: make(map[string]*JobResult, len(jobs)), changed: make(chan struct{})}
+	for _, j := range jobs {
+		if err := j.Validate(); err != nil {
+			return nil, err
+		}
+		name := KubeName(j.Name)
+		if errs := validation.IsDNS1123Label(name); len(errs) > 0 || name == "" {
+			return nil, fmt.Errorf("job %q: no valid Kubernetes name (%q: %s)", j.Name, name, strings.Join(errs, "; "))
+		}
+		if prev, dup := p.results[name]; dup {
+			return nil, fmt.Errorf("job %q: Kubernetes name %q is taken by job %q", j.Name, name, prev.Job.Name)
+		}
+		p.names = append(p.names, name)
+		p.results[name] = &JobResult{Job: j, Name: name, pods: map[string]*podSeen{}}
+	}
+	return p, nil
+}
+
+// Run submits every job at its arrival time and waits until all have ended.
+func (p *Player) Run(ctx context.Context) (Report, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := p.watch(ctx); err != nil {
+		return Report{}, err
+	}
+	if err := p.Submit(ctx); err != nil {
+		return p.Report(), err
+	}
+	return p.Wait(ctx)
+}
+
+// Submit creates priority classes, then each job's PodGroup and pods at its
+// arrival time. It returns once the last job is submitted.
+func (p *Player) Submit(ctx context.Context) error {
+	if err := p.ensurePriorityClasses(ctx); err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(p.opts.Submitters + 1)
+	for i, j := range p.jobs {
+		wait := time.Until(p.opts.Clock.WallAt(j.Arrival))
+		if wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return g.Wait()
+			case <-timer.C:
+			}
+		}
+		name := p.names[i]
+		g.Go(func() error { return p.submit(ctx, name, j) })
+	}
+	return g.Wait()
+}
+
+func (p *Player) submit(ctx context.Context, name string, j trace.Job) error {
+	p.mu.Lock()
+	p.results[name].Submitted = time.Now()
+	p.mu.Unlock()
+	pg := podgroup.New(p.opts.Namespace, name, int32(j.Members))
+	pg.Spec.ScheduleTimeoutSeconds = ptr.To(p.opts.ScheduleTimeoutSeconds)
+	pg.Labels = map[string]string{harness.LabelJob: name}
+	if j.Queue != "" {
+		pg.Labels[harness.LabelQueue] = queueLabel(j.Queue)
+	}
+	if _, err := podgroup.Create(ctx, p.dyn, pg); err != nil {
+		return fmt.Errorf("job %s: %w", j.Name, err)
+	}
+	for m := range j.Members {
+		pod := p.pod(name, m, j)
+		if _, err := p.client.CoreV1().Pods(p.opts.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("job %s: create pod %s: %w", j.Name, pod.Name, err)
+		}
+	}
+	return nil
+}
+
+// queueLabel keeps a queue name within label-value rules.
+func queueLabel(q string) string {
+	s := strings.Trim(invalidLabel.ReplaceAllString(q, "-"), "-._")
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return s
+}
+
+// PriorityClassName is the class the player creates for a priority value.
+func PriorityClassName(p int32) string {
+	if p < 0 {
+		return "schedloop-priority-minus-" + strconv.Itoa(-int(p))
+	}
+	return "schedloop-priority-" + strconv.Itoa(int(p))
+}
+
+func (p *Player) ensurePriorityClasses(ctx context.Context) error {
+	seen := map[int32]bool{0: true} // priority 0 needs no class
+	for _, j := range p.jobs {
+		if seen[j.Priority] {
+			continue
+		}
+		seen[j.Priority] = true
+		pc := &schedulingv1.PriorityClass{
+			ObjectMeta:  metav1.ObjectMeta{Name: PriorityClassName(j.Priority)},
+			Value:       j.Priority,
+			Description: "trace priority " + strconv.Itoa(int(j.Priority)),
+		}
+		_, err := p.client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create priority class %s: %w", pc.Name, err)
+		}
+	}
+	return nil
+}
+
+func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
+	labels := map[string]string{podgroup.LabelPodGroup: job, harness.LabelJob: job}
+	if j.Queue != "" {
+		labels[harness.LabelQueue] = queueLabel(j.Queue)
+	}
+	ann := map[string]string{
+		harness.AnnotationDuration: j.Duration.String(),
+		harness.AnnotationOutcome:  string(j.Outcome),
+		harness.AnnotationGPUUtil:  strconv.FormatFloat(j.Util, 'f', -1, 64),
+	}
+	res := corev1.ResourceList{}
+	gpus := j.GPUs
+	if gpus == 0 && j.GPUMilli > 0 {
+		gpus = 1
+	}
+	if gpus > 0 {
+		res[harness.ResourceGPU] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
+	}
+	if j.GPUMilli > 0 {
+		ann["schedloop.io/gpu-milli"] = strconv.Itoa(j.GPUMilli)
+	}
+	requests := res.DeepCopy()
+	if j.CPUMilli > 0 {
+		requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(j.CPUMilli, resource.DecimalSI)
+	}
+	if j.MemoryMiB > 0 {
+		requests[corev1.ResourceMemory] = *resource.NewQuantity(j.MemoryMiB<<20, resource.BinarySI)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s-%d", job, member), Namespace: p.opts.Namespace,
+			Labels: labels, Annotations: ann,
+		},
+		Spec: corev1.PodSpec{
+			SchedulerName: p.opts.SchedulerName,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "main", Image: "registry.local/schedloop/sim-job:latest",
+				Resources: corev1.ResourceRequirements{Requests: requests, Limits: res},
+			}},
+		},
+	}
+	if j.Priority != 0 {
+		pod.Spec.PriorityClassName = PriorityClassName(j.Priority)
+	}
+	if len(j.GPUModels) > 0 {
+		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: harness.LabelGPUProduct, Operator: corev1.NodeSelectorOpIn, Values: j.GPUModels,
+				}},
+			}}},
+		}}
+	}
+	return pod
+}
+
+// watch follows the trace's pods and records starts and ends.
+func (p *Player) watch(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(p.client, 0,
+		informers.WithNamespace(p.opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = harness.LabelJob }))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.observe(obj) },
+		UpdateFunc: func(_, obj any) { p.observe(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			p.observeDeleted(obj)
+		},
+	}); err != nil {
+		return fmt.Errorf("watch trace pods: %w", err)
+	}
+	factory.Start(ctx.Done())
+	go func() { <-ctx.Done(); factory.Shutdown() }()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("watch trace pods: cache did not sync")
+	}
+	return nil
+}
+
+func (p *Player) observe(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.results[pod.Labels[harness.LabelJob]]
+	if r == nil {
+		return
+	}
+	seen := r.pods[pod.Name]
+	if seen == nil {
+		seen = &podSeen{}
+		r.pods[pod.Name] = seen
+	}
+	phase := pod.Status.Phase
+	terminal := phase == corev1.PodSucceeded || phase == corev1.PodFailed
+	// A pod that ended before the player saw it running still ran if the
+	// runner gave it a start time.
+	ran := phase == corev1.PodRunning || (terminal && pod.Status.StartTime != nil && pod.Spec.NodeName != "")
+	if ran && !seen.started {
+		seen.started = true
+		if r.FirstStart.IsZero() {
+			r.FirstStart = now
+		}
+		r.LastStart = now
+		r.Nodes = append(r.Nodes, pod.Spec.NodeName)
+	}
+	if !terminal || seen.ended {
+		return
+	}
+	seen.ended = true
+	if phase == corev1.PodSucceeded {
+		r.Succeeded++
+	} else {
+		r.Failed++
+	}
+	if r.Done() {
+		r.Finished = now
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// observeDeleted ends a member that was deleted before it ended.
+func (p *Player) observeDeleted(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.results[pod.Labels[harness.LabelJob]]
+	if r == nil {
+		return
+	}
+	seen := r.pods[pod.Name]
+	if seen == nil {
+		seen = &podSeen{}
+		r.pods[pod.Name] = seen
+	}
+	if seen.ended {
+		return
+	}
+	seen.ended = true
+	r.Deleted++
+	if r.Done() {
+		r.Finished = time.Now()
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Wait blocks until every submitted job has ended, or ctx ends.
+func (p *Player) Wait(ctx context.Context) (Report, error) {
+	for {
+		p.mu.Lock()
+		done := true
+		for _, r := range p.results {
+			if !r.Done() {
+				done = false
+				break
+			}
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		if done {
+			return p.Report(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return p.Report(), fmt.Errorf("wait for trace jobs: %w", ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// Report is a snapshot of the results so far.
+func (p *Player) Report() Report {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rep := Report{Jobs: make([]JobResult, len(p.names))}
+	for i, name := range p.names {
+		r := *p.results[name]
+		r.Nodes = append([]string(nil), r.Nodes...)
+		r.pods = nil
+		rep.Jobs[i] = r
+		if !r.Submitted.IsZero() && (rep.Began.IsZero() || r.Submitted.Before(rep.Began)) {
+			rep.Began = r.Submitted
+		}
+		if r.Finished.After(rep.Ended) {
+			rep.Ended = r.Finished
+		}
+	}
+	return rep
+}
