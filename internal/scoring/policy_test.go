@@ -188,3 +188,17 @@ func TestSelectVictimsLikeDefaultPreemption(t *testing.T) {
 		t.Errorf("fewer victims of the same priority must win: %+v vs %+v", c, a)
 	}
 }
+
+// A CPU-only pod must not take the last CPU of a node whose GPUs the typical
+// (GPU) pods still need: FGD sends it where its CPU strands nothing.
+func TestFragmentationSteersCPUOnlyPods(t *testing.T) {
+	gpuNode := NewNode("a-gpu", "A100", 8, 8000, 1<<20)
+	cpuNode := NewNode("b-cpu", "A100", 0, 8000, 1<<20)
+	w := Workload{{Request{CPUMilli: 4000, GPUs: 1}, 1}}
+	s := &Scorer{Weights: Weights{TermFragmentation: 1}, Workload: w}
+	r := Request{CPUMilli: 6000}
+	i, _ := SelectNode([]*Node{gpuNode, cpuNode}, r, func(_ int, n *Node) (int64, []int) { return s.NodeScoreDevices(n, r) })
+	if i != 1 {
+		t.Errorf("CPU-only pod went to %d, want the CPU node (1)", i)
+	}
+}

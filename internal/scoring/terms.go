@@ -100,12 +100,14 @@ func (s *Scorer) Score(n *Node, r Request) (float64, []int) {
 	var devices []int
 	var frag float64
 	wFrag := s.Weights[TermFragmentation]
-	if wFrag > 0 && len(s.Workload) > 0 && r.GPUs > 0 {
+	if wFrag > 0 && len(s.Workload) > 0 {
+		// A CPU-only pod fragments GPUs too: the CPU it takes can leave a
+		// node's free GPUs unusable for the typical pods.
 		devices, frag = FragmentationChoice(n, r, s.Workload)
 	} else {
 		devices = BestFitDevices(n, r)
 		if wFrag > 0 {
-			// No GPU taken, or no workload model: nothing to fragment.
+			// No workload model: nothing to measure fragmentation against.
 			frag = 50
 		}
 	}
