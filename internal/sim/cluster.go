@@ -1,0 +1,105 @@
+package sim
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/trace"
+)
+
+// Cluster is the simulated inventory: nodes ordered by name (the order the
+// tie-break rule uses) and the number of topology levels above the host that
+// their Domains carry.
+type Cluster struct {
+	Nodes []*scoring.Node
+	Depth int
+}
+
+// NewCluster builds a cluster from an inventory. The host level (the last of
+// inv.Levels) is implicit in scoring's topology, so Domains hold the levels
+// above it; a node missing a level's label gets "".
+func NewCluster(inv trace.Inventory) *Cluster {
+	levels := inv.Levels
+	if n := len(levels); n > 0 && levels[n-1] == trace.LabelHostname {
+		levels = levels[:n-1]
+	}
+	c := &Cluster{Depth: len(levels)}
+	for _, tn := range inv.Nodes {
+		domains := make([]string, len(levels))
+		for i, l := range levels {
+			domains[i] = tn.Labels[l]
+		}
+		c.Nodes = append(c.Nodes, scoring.NewNode(tn.Name, tn.GPUModel, tn.GPUs, tn.CPUMilli, tn.MemoryMiB, domains...))
+	}
+	slices.SortStableFunc(c.Nodes, func(a, b *scoring.Node) int { return strings.Compare(a.Name, b.Name) })
+	return c
+}
+
+// Clone deep-copies the cluster so one replay cannot disturb another.
+func (c *Cluster) Clone() *Cluster {
+	out := &Cluster{Depth: c.Depth, Nodes: make([]*scoring.Node, len(c.Nodes))}
+	for i, n := range c.Nodes {
+		out.Nodes[i] = n.Clone()
+	}
+	return out
+}
+
+// GPUMilli is the cluster's GPU capacity in milli-GPU.
+func (c *Cluster) GPUMilli() int64 {
+	var s int64
+	for _, n := range c.Nodes {
+		s += int64(n.GPUCap()) * scoring.MilliPerGPU
+	}
+	return s
+}
+
+// Job is one unit of work to replay: Members identical pods that start
+// together and each hold Request for Duration.
+type Job struct {
+	Name     string
+	Arrival  time.Duration
+	Duration time.Duration
+	Members  int
+	Request  scoring.Request
+	Queue    string
+	Priority int32
+	// Util is the GPU utilisation while running (0..1): the rest of the
+	// allocated GPU time counts as allocated but idle.
+	Util float64
+}
+
+// DemandMilli is the milli-GPU the whole job holds while it runs.
+func (j Job) DemandMilli() int64 { return int64(j.Members) * j.Request.TotalGPUMilli() }
+
+// JobsFromTrace converts trace jobs, keeping their order.
+func JobsFromTrace(tj []trace.Job) []Job {
+	out := make([]Job, len(tj))
+	for i, j := range tj {
+		out[i] = Job{Name: j.Name, Arrival: j.Arrival, Duration: j.Duration, Members: max(j.Members, 1),
+			Request: RequestOf(j), Queue: j.Queue, Priority: j.Priority, Util: j.Util}
+	}
+	return out
+}
+
+// RequestOf is what one member of a trace job asks of a node.
+func RequestOf(j trace.Job) scoring.Request {
+	r := scoring.Request{CPUMilli: j.CPUMilli, MemoryMiB: j.MemoryMiB, GPUs: j.GPUs, GPUModels: j.GPUModels}
+	if j.GPUs == 1 && j.GPUMilli > 0 && j.GPUMilli < scoring.MilliPerGPU {
+		r.GPUMilli = j.GPUMilli
+	}
+	return r
+}
+
+// Requests lists every job's member request once per member, the sample the
+// typical workload of fragmentation scoring is drawn from.
+func Requests(jobs []Job) []scoring.Request {
+	out := make([]scoring.Request, 0, len(jobs))
+	for _, j := range jobs {
+		for m := 0; m < j.Members; m++ {
+			out = append(out, j.Request)
+		}
+	}
+	return out
+}

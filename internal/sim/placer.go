@@ -1,0 +1,147 @@
+package sim
+
+import (
+	"github.com/schedloop/schedloop/internal/scoring"
+)
+
+// placer places pods on the cluster through internal/scoring and remembers
+// scores between decisions. Scoring is a pure function of a node's state and
+// the request, so a node's score for a request shape stays valid until that
+// node changes: every change goes through allocate/release, which bump the
+// node's generation and so invalidate its cached scores.
+type placer struct {
+	nodes  []*scoring.Node
+	depth  int
+	scorer scoring.Scorer
+	random bool
+	seed   uint64
+	// maxLevel is the topology level gangs must stay within (-1: none).
+	maxLevel int
+
+	gen    []uint32
+	shapes map[string]int
+	cache  [][]cached // [shape][node]
+	// frag is each node's Fragmentation under the scorer's workload, kept
+	// current on every change, and fragSum their total.
+	frag    []float64
+	fragSum float64
+}
+
+type cached struct {
+	gen     uint32 // node generation + 1; 0 is empty
+	score   int64
+	devices []int
+}
+
+func newPlacer(c *Cluster, s scoring.Scorer, random bool, seed uint64, maxLevel int) *placer {
+	p := &placer{nodes: c.Nodes, depth: c.Depth, scorer: s, random: random, seed: seed, maxLevel: maxLevel,
+		gen: make([]uint32, len(c.Nodes)), shapes: map[string]int{}, frag: make([]float64, len(c.Nodes))}
+	if len(s.Workload) > 0 {
+		for i, n := range c.Nodes {
+			p.frag[i] = scoring.Fragmentation(n, s.Workload)
+			p.fragSum += p.frag[i]
+		}
+	}
+	return p
+}
+
+// shape interns a request so cached scores can be found by index.
+func (p *placer) shape(key string) int {
+	id, ok := p.shapes[key]
+	if !ok {
+		id = len(p.cache)
+		p.shapes[key] = id
+		p.cache = append(p.cache, nil)
+	}
+	return id
+}
+
+// pick chooses a node for one pod (pod identifies it to the random policy).
+func (p *placer) pick(r scoring.Request, shape int, pod uint64) (int, []int) {
+	if p.random {
+		return scoring.SelectNode(p.nodes, r, func(_ int, n *scoring.Node) (int64, []int) {
+			return int64(scoring.RandomRank(p.seed, pod, n.Name) >> 1), scoring.RandomDevices(n, r, p.seed, pod)
+		})
+	}
+	if p.cache[shape] == nil {
+		p.cache[shape] = make([]cached, len(p.nodes))
+	}
+	row := p.cache[shape]
+	return scoring.SelectNode(p.nodes, r, func(i int, n *scoring.Node) (int64, []int) {
+		if e := row[i]; e.gen == p.gen[i]+1 {
+			return e.score, e.devices
+		}
+		v, d := p.scorer.NodeScoreDevices(n, r)
+		row[i] = cached{gen: p.gen[i] + 1, score: v, devices: d}
+		return v, d
+	})
+}
+
+// placeOne places a lone pod; ok is false when it fits nowhere.
+func (p *placer) placeOne(r scoring.Request, shape int, pod uint64) (scoring.Allocation, int, bool) {
+	i, devices := p.pick(r, shape, pod)
+	if i < 0 {
+		return scoring.Allocation{}, -1, false
+	}
+	a, err := p.nodes[i].Allocate(r, devices)
+	if err != nil {
+		// Scoring chose devices that cannot serve the request: a bug in
+		// scoring, surfaced rather than hidden.
+		panic("sim: " + err.Error())
+	}
+	p.changed(i)
+	return a, i, true
+}
+
+// placeGang places members pods all-or-nothing (scoring.PlaceGang).
+func (p *placer) placeGang(r scoring.Request, members int, pod uint64) ([]scoring.Allocation, []int, bool) {
+	if p.random {
+		var allocs []scoring.Allocation
+		var idx []int
+		for m := 0; m < members; m++ {
+			a, i, ok := p.placeOne(r, -1, pod*1024+uint64(m))
+			if !ok {
+				for k := len(allocs) - 1; k >= 0; k-- {
+					p.release(idx[k], allocs[k])
+				}
+				return nil, nil, false
+			}
+			allocs, idx = append(allocs, a), append(idx, i)
+		}
+		return allocs, idx, true
+	}
+	allocs, idx, ok := scoring.PlaceGang(p.nodes, r, members, p.depth, p.maxLevel, p.scorer)
+	for _, i := range idx {
+		p.changed(i)
+	}
+	return allocs, idx, ok
+}
+
+// placePartial places as many of members pods as fit, one at a time, the
+// way gang members are scheduled before they all reach Permit.
+func (p *placer) placePartial(r scoring.Request, shape, members int, pod uint64) ([]scoring.Allocation, []int) {
+	var allocs []scoring.Allocation
+	var idx []int
+	for m := 0; m < members; m++ {
+		a, i, ok := p.placeOne(r, shape, pod*1024+uint64(m))
+		if !ok {
+			break
+		}
+		allocs, idx = append(allocs, a), append(idx, i)
+	}
+	return allocs, idx
+}
+
+func (p *placer) release(i int, a scoring.Allocation) {
+	p.nodes[i].Release(a)
+	p.changed(i)
+}
+
+func (p *placer) changed(i int) {
+	p.gen[i]++
+	if len(p.scorer.Workload) > 0 {
+		f := scoring.Fragmentation(p.nodes[i], p.scorer.Workload)
+		p.fragSum += f - p.frag[i]
+		p.frag[i] = f
+	}
+}

@@ -1,0 +1,602 @@
+package sim
+
+import (
+	"cmp"
+	"container/heap"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/scoring"
+)
+
+// Config is one candidate: the scheduler parameters a replay runs under.
+type Config struct {
+	// Weights are the score-term weights (ignored when Policy is set).
+	Weights scoring.Weights
+	// Policy, when set, replaces Weights with one of the FGD paper's
+	// policies; PolicyRandom draws from Seed.
+	Policy scoring.Policy
+	Seed   uint64
+	// Workload is the typical pod mix fragmentation is measured against;
+	// nil derives it from the replayed jobs (95% coverage, as the paper).
+	Workload scoring.Workload
+	// Queues limit what each queue holds at once; absent queues are unlimited.
+	Queues map[string]scoring.QueueLimit
+	// GangTimeout is how long gang members that fit hold their reservation
+	// while the rest of the gang waits (coscheduling's Permit wait). Zero
+	// admits gangs atomically: nothing is held unless every member fits.
+	GangTimeout time.Duration
+	// Preemption lets a lone pod that fits nowhere evict lower-priority pods
+	// (whole jobs) as kube-scheduler's DefaultPreemption does. Gangs do not
+	// preempt.
+	Preemption bool
+	// HighPriority is the priority at or above which a job counts as
+	// critical for Metrics.P95HighPriorityWait.
+	HighPriority int32
+	// RecordPlacements keeps each job's node names in its Outcome.
+	RecordPlacements bool
+}
+
+// Outcome is what happened to one job.
+type Outcome struct {
+	State       State
+	Start, End  time.Duration
+	Preemptions int
+	Nodes       []string
+}
+
+// State is where a job ended the replay.
+type State string
+
+const (
+	Done          State = "done"
+	Unschedulable State = "unschedulable" // larger than the empty cluster or its queue limit
+	Unfinished    State = "unfinished"    // still waiting when nothing else could happen
+)
+
+// Metrics summarise a replay. Times are in seconds; shares are 0..1.
+type Metrics struct {
+	Jobs, Completed, Unschedulable, Unfinished, Preemptions int
+	// GPUIdleShare is IdleWaitingShare + AllocatedIdleShare: GPU time that
+	// was unallocated while demand waited, or allocated but idle (including
+	// reservations of incomplete gangs), over all GPU time of the replay.
+	GPUIdleShare       float64
+	IdleWaitingShare   float64
+	AllocatedIdleShare float64
+	MeanJCT, P95JCT    float64
+	MeanWait           float64
+	// P95HighPriorityWait is the 95th percentile queueing delay of jobs at
+	// or above Config.HighPriority (0 when there are none).
+	P95HighPriorityWait float64
+	// Fragmentation is the time-averaged expected fragmented GPU capacity,
+	// in percent of the cluster's GPUs.
+	Fragmentation float64
+	Makespan      float64
+}
+
+// Result is a replay's per-job outcomes (in input order) and metrics.
+type Result struct {
+	Jobs    []Outcome
+	Metrics Metrics
+}
+
+type status uint8
+
+const (
+	waiting status = iota
+	reserving
+	running
+	finished
+	never
+)
+
+type jobState struct {
+	job     *Job
+	idx     int
+	shape   int
+	key     scoring.QueueKey
+	status  status
+	allocs  []scoring.Allocation
+	nodeIdx []int
+	start   time.Duration
+	end     time.Duration
+	epoch   int
+	tried   int64 // release generation of the last failed attempt; -1: never tried
+	counted bool  // queue usage holds this job
+	preempt int
+}
+
+const (
+	evDepart = iota
+	evTimeout
+	evArrive
+)
+
+type event struct {
+	at    time.Duration
+	kind  int
+	job   *jobState
+	epoch int
+	seq   int
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
+	return a.seq < b.seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+type podRef struct {
+	js     *jobState
+	member int
+}
+
+type replay struct {
+	cfg      Config
+	p        *placer
+	capacity int64
+	events   eventHeap
+	seq      int
+	pending  []*jobState
+	gen      int64
+	usage    map[string]scoring.QueueUsage
+	onNode   [][]podRef
+	emptyCap map[string]int // shape key -> pods of that shape the empty cluster holds
+
+	// integrals over time (milli-GPU seconds)
+	last                       time.Duration
+	started                    bool
+	allocated, reserved        int64
+	busy                       float64
+	idleWait, allocIdle, total float64
+	fragInt                    float64
+	preemptions                int
+}
+
+// Run replays jobs on a copy of c under cfg. It is deterministic: the same
+// inputs give the same result.
+func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
+	weights := cfg.Weights
+	if cfg.Policy != "" {
+		weights = cfg.Policy.Weights()
+	}
+	if cfg.Policy != scoring.PolicyRandom {
+		if err := weights.Validate(); err != nil {
+			return Result{}, fmt.Errorf("replay: %w", err)
+		}
+	}
+	cl := c.Clone()
+	s := scoring.Scorer{Weights: weights, Workload: cfg.Workload}
+	if s.Workload == nil && weights[scoring.TermFragmentation] > 0 {
+		s.Workload = scoring.TypicalWorkload(Requests(jobs), 0.95)
+	}
+	r := &replay{cfg: cfg, p: newPlacer(cl, s, cfg.Policy == scoring.PolicyRandom, cfg.Seed, -1),
+		capacity: cl.GPUMilli(), usage: map[string]scoring.QueueUsage{}, onNode: make([][]podRef, len(cl.Nodes)),
+		emptyCap: map[string]int{}}
+	states := make([]*jobState, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Members < 1 {
+			return Result{}, fmt.Errorf("replay: job %s: %d members", j.Name, j.Members)
+		}
+		if err := j.Request.Validate(); err != nil {
+			return Result{}, fmt.Errorf("replay: job %s: %w", j.Name, err)
+		}
+		key := shapeKey(j.Request)
+		js := &jobState{job: j, idx: i, shape: r.p.shape(key), tried: -1,
+			key: scoring.QueueKey{Priority: j.Priority, Created: int64(j.Arrival), Name: j.Name}}
+		if !r.feasible(j, key) {
+			js.status = never
+		}
+		states[i] = js
+		r.push(event{at: j.Arrival, kind: evArrive, job: js})
+	}
+	for len(r.events) > 0 {
+		t := r.events[0].at
+		r.advance(t)
+		for len(r.events) > 0 && r.events[0].at == t {
+			r.handle(heap.Pop(&r.events).(event))
+		}
+		r.schedule(t)
+	}
+	return r.result(states), nil
+}
+
+func shapeKey(r scoring.Request) string {
+	return fmt.Sprintf("%d/%d/%d/%d/%v", r.CPUMilli, r.MemoryMiB, r.GPUs, r.GPUMilli, r.GPUModels)
+}
+
+// feasible reports whether the job could ever start: its members fit the
+// empty cluster and its demand fits its queue's GPU limit.
+func (r *replay) feasible(j *Job, key string) bool {
+	c, ok := r.emptyCap[key]
+	if !ok {
+		for _, n := range r.p.nodes {
+			empty := scoring.NewNode(n.Name, n.GPUModel, n.GPUCap(), n.CPUMilliCap, n.MemoryMiBCap)
+			c += scoring.Capacity(empty, j.Request)
+		}
+		r.emptyCap[key] = c
+	}
+	if c < j.Members {
+		return false
+	}
+	lim := r.cfg.Queues[j.Queue]
+	return scoring.QueueAdmits(lim, scoring.QueueUsage{}, j.DemandMilli(), j.Members > 1)
+}
+
+func (r *replay) push(e event) {
+	e.seq = r.seq
+	r.seq++
+	heap.Push(&r.events, e)
+}
+
+// advance integrates the GPU-time accounts up to t.
+func (r *replay) advance(t time.Duration) {
+	if !r.started {
+		r.last, r.started = t, true
+		return
+	}
+	dt := (t - r.last).Seconds()
+	if dt <= 0 {
+		return
+	}
+	var waitingDemand int64
+	for _, js := range r.pending {
+		per := js.job.Request.TotalGPUMilli()
+		waitingDemand += int64(js.job.Members-len(js.allocs)) * per
+	}
+	free := r.capacity - r.allocated - r.reserved
+	r.idleWait += float64(min(free, waitingDemand)) * dt
+	r.allocIdle += (float64(r.allocated) - r.busy + float64(r.reserved)) * dt
+	r.total += float64(r.capacity) * dt
+	r.fragInt += r.p.fragSum * dt
+	r.last = t
+}
+
+func (r *replay) handle(e event) {
+	js := e.job
+	switch e.kind {
+	case evArrive:
+		if js.status == never {
+			return
+		}
+		r.enqueue(js)
+	case evDepart:
+		if js.status != running || e.epoch != js.epoch {
+			return
+		}
+		r.stop(js)
+		js.status, js.end = finished, e.at
+	case evTimeout:
+		if js.status != reserving || e.epoch != js.epoch {
+			return
+		}
+		r.unreserve(js)
+		// Back off until something else is released.
+		js.tried = r.gen
+	}
+}
+
+func (r *replay) enqueue(js *jobState) {
+	js.status = waiting
+	i, _ := slices.BinarySearchFunc(r.pending, js, func(a, b *jobState) int { return scoring.CompareQueueKeys(a.key, b.key) })
+	r.pending = slices.Insert(r.pending, i, js)
+}
+
+func (r *replay) member(js *jobState) int64 { return js.job.Request.TotalGPUMilli() }
+
+// stop releases a running job's pods and its queue usage.
+func (r *replay) stop(js *jobState) {
+	per := r.member(js)
+	for k, a := range js.allocs {
+		r.p.release(js.nodeIdx[k], a)
+		r.dropRef(js.nodeIdx[k], js)
+	}
+	r.allocated -= per * int64(len(js.allocs))
+	r.busy -= float64(per*int64(len(js.allocs))) * js.job.Util
+	js.allocs, js.nodeIdx = nil, nil
+	r.uncount(js)
+	r.gen++
+}
+
+func (r *replay) unreserve(js *jobState) {
+	for k, a := range js.allocs {
+		r.p.release(js.nodeIdx[k], a)
+	}
+	r.reserved -= r.member(js) * int64(len(js.allocs))
+	js.allocs, js.nodeIdx = nil, nil
+	js.status = waiting
+	js.epoch++
+	r.uncount(js)
+	r.gen++
+}
+
+func (r *replay) count(js *jobState) {
+	if js.counted {
+		return
+	}
+	u := r.usage[js.job.Queue]
+	u.GPUMilli += js.job.DemandMilli()
+	if js.job.Members > 1 {
+		u.RunningGangs++
+	}
+	r.usage[js.job.Queue] = u
+	js.counted = true
+}
+
+func (r *replay) uncount(js *jobState) {
+	if !js.counted {
+		return
+	}
+	u := r.usage[js.job.Queue]
+	u.GPUMilli -= js.job.DemandMilli()
+	if js.job.Members > 1 {
+		u.RunningGangs--
+	}
+	r.usage[js.job.Queue] = u
+	js.counted = false
+}
+
+func (r *replay) dropRef(node int, js *jobState) {
+	refs := r.onNode[node]
+	for k := 0; k < len(refs); k++ {
+		if refs[k].js == js {
+			refs = slices.Delete(refs, k, k+1)
+			k--
+		}
+	}
+	r.onNode[node] = refs
+}
+
+// schedule tries waiting jobs in queue order. A job is retried only when
+// something was released since its last failed attempt: allocations alone
+// cannot make room. Within one pass a lone pod's shape that failed fails
+// again until something is released.
+func (r *replay) schedule(t time.Duration) {
+	if len(r.pending) == 0 {
+		return
+	}
+	failed := &shapeMemo{gen: r.gen, shapes: map[int]bool{}}
+	queue := r.pending
+	r.pending = nil
+	keep := queue[:0:0]
+	for _, js := range queue {
+		if js.tried == r.gen {
+			keep = append(keep, js)
+			continue
+		}
+		if r.try(js, t, failed) {
+			continue
+		}
+		js.tried = r.gen
+		if r.cfg.Preemption && js.job.Members == 1 && js.status == waiting && r.preempt(js, t) {
+			continue
+		}
+		keep = append(keep, js)
+	}
+	// Preempted jobs were collected in r.pending; they rejoin in order.
+	keep = append(keep, r.pending...)
+	slices.SortStableFunc(keep, func(a, b *jobState) int { return scoring.CompareQueueKeys(a.key, b.key) })
+	r.pending = keep
+}
+
+// shapeMemo remembers lone-pod shapes that fitted nowhere at release
+// generation gen.
+type shapeMemo struct {
+	gen    int64
+	shapes map[int]bool
+}
+
+func (m *shapeMemo) failed(gen int64, shape int) bool {
+	if m.gen != gen {
+		m.gen = gen
+		clear(m.shapes)
+	}
+	return m.shapes[shape]
+}
+
+// try attempts to start js now; it reports whether js left the queue.
+func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
+	j := js.job
+	if js.status == waiting && !scoring.QueueAdmits(r.cfg.Queues[j.Queue], r.usage[j.Queue], j.DemandMilli(), j.Members > 1) {
+		return false
+	}
+	pod := uint64(js.idx)
+	if j.Members == 1 {
+		if failed.failed(r.gen, js.shape) {
+			return false
+		}
+		a, i, ok := r.p.placeOne(j.Request, js.shape, pod)
+		if !ok {
+			failed.shapes[js.shape] = true
+			return false
+		}
+		js.allocs, js.nodeIdx = []scoring.Allocation{a}, []int{i}
+		r.begin(js, t)
+		return true
+	}
+	if js.status == reserving {
+		allocs, idx := r.p.placePartial(j.Request, js.shape, j.Members-len(js.allocs), pod)
+		js.allocs, js.nodeIdx = append(js.allocs, allocs...), append(js.nodeIdx, idx...)
+		r.reserved += r.member(js) * int64(len(allocs))
+		if len(js.allocs) < j.Members {
+			return false
+		}
+		r.reserved -= r.member(js) * int64(len(js.allocs))
+		r.begin(js, t)
+		return true
+	}
+	allocs, idx, ok := r.p.placeGang(j.Request, j.Members, pod)
+	if ok {
+		js.allocs, js.nodeIdx = allocs, idx
+		r.begin(js, t)
+		return true
+	}
+	if r.cfg.GangTimeout <= 0 {
+		return false
+	}
+	allocs, idx = r.p.placePartial(j.Request, js.shape, j.Members, pod)
+	if len(allocs) == 0 {
+		return false
+	}
+	js.allocs, js.nodeIdx, js.status = allocs, idx, reserving
+	r.reserved += r.member(js) * int64(len(allocs))
+	r.count(js)
+	r.push(event{at: t + r.cfg.GangTimeout, kind: evTimeout, job: js, epoch: js.epoch})
+	return false
+}
+
+// begin starts a job whose every member holds its allocation.
+func (r *replay) begin(js *jobState, t time.Duration) {
+	js.status, js.start = running, t
+	r.count(js)
+	per := r.member(js)
+	r.allocated += per * int64(len(js.allocs))
+	r.busy += float64(per*int64(len(js.allocs))) * js.job.Util
+	for k, i := range js.nodeIdx {
+		r.onNode[i] = append(r.onNode[i], podRef{js: js, member: k})
+	}
+	r.push(event{at: t + js.job.Duration, kind: evDepart, job: js, epoch: js.epoch})
+}
+
+// preempt evicts the jobs scoring.SelectVictims names on the node
+// scoring.BetterPreemption prefers, then places js. Evicted jobs return to
+// the queue and start over (their pods are deleted, as on a real cluster).
+func (r *replay) preempt(js *jobState, t time.Duration) bool {
+	j := js.job
+	best := -1
+	var bestCand scoring.PreemptionCandidate
+	var bestVictims []*jobState
+	for i, n := range r.p.nodes {
+		refs := r.onNode[i]
+		if len(refs) == 0 {
+			continue
+		}
+		running := make([]scoring.Victim, len(refs))
+		for k, ref := range refs {
+			running[k] = scoring.Victim{Priority: ref.js.job.Priority, Started: int64(ref.js.start), Alloc: ref.js.allocs[ref.member]}
+		}
+		victims, ok := scoring.SelectVictims(n, j.Request, j.Priority, running)
+		if !ok {
+			continue
+		}
+		cand := scoring.SummariseVictims(n.Name, running, victims)
+		if best < 0 || scoring.BetterPreemption(cand, bestCand) {
+			best, bestCand = i, cand
+			bestVictims = bestVictims[:0]
+			for _, v := range victims {
+				if !slices.Contains(bestVictims, refs[v].js) {
+					bestVictims = append(bestVictims, refs[v].js)
+				}
+			}
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	for _, v := range bestVictims {
+		r.stop(v)
+		v.epoch++
+		v.preempt++
+		v.tried = -1
+		r.preemptions++
+		r.pending = append(r.pending, v)
+		v.status = waiting
+	}
+	a, i, ok := r.p.placeOne(j.Request, js.shape, uint64(js.idx))
+	if !ok {
+		return false
+	}
+	js.allocs, js.nodeIdx = []scoring.Allocation{a}, []int{i}
+	r.begin(js, t)
+	return true
+}
+
+func (r *replay) result(states []*jobState) Result {
+	res := Result{Jobs: make([]Outcome, len(states))}
+	m := &res.Metrics
+	m.Jobs = len(states)
+	var jct, waits, hp []float64
+	var first, lastEnd time.Duration
+	for i, js := range states {
+		o := Outcome{Start: js.start, End: js.end, Preemptions: js.preempt}
+		switch js.status {
+		case finished:
+			o.State = Done
+			m.Completed++
+			jct = append(jct, (js.end - js.job.Arrival).Seconds())
+			w := (js.start - js.job.Arrival).Seconds()
+			waits = append(waits, w)
+			if js.job.Priority >= r.cfg.HighPriority {
+				hp = append(hp, w)
+			}
+			lastEnd = max(lastEnd, js.end)
+		case never:
+			o.State = Unschedulable
+			m.Unschedulable++
+		default:
+			o.State = Unfinished
+			m.Unfinished++
+		}
+		if i == 0 || js.job.Arrival < first {
+			first = js.job.Arrival
+		}
+		if r.cfg.RecordPlacements && o.State == Done {
+			for _, a := range js.allocs {
+				o.Nodes = append(o.Nodes, a.Node)
+			}
+		}
+		res.Jobs[i] = o
+	}
+	m.Preemptions = r.preemptions
+	if r.total > 0 {
+		m.IdleWaitingShare = r.idleWait / r.total
+		m.AllocatedIdleShare = r.allocIdle / r.total
+		m.GPUIdleShare = m.IdleWaitingShare + m.AllocatedIdleShare
+		m.Fragmentation = r.fragInt / r.total * 100
+	}
+	m.MeanJCT, m.P95JCT = mean(jct), percentile(jct, 0.95)
+	m.MeanWait = mean(waits)
+	m.P95HighPriorityWait = percentile(hp, 0.95)
+	m.Makespan = (lastEnd - first).Seconds()
+	return res
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// percentile is the nearest-rank percentile of v (v is reordered).
+func percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.SortFunc(v, cmp.Compare[float64])
+	k := int(math.Ceil(p*float64(len(v)))) - 1
+	return v[max(k, 0)]
+}

@@ -1,0 +1,193 @@
+package sim
+
+import (
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/trace"
+)
+
+func cluster(nodes, gpus int) *Cluster {
+	c := &Cluster{Depth: 1}
+	for i := 0; i < nodes; i++ {
+		c.Nodes = append(c.Nodes, scoring.NewNode(string(rune('a'+i)), "A100", gpus, 64000, 1<<20, "rack-0"))
+	}
+	return c
+}
+
+func job(name string, at, dur int, members, gpus int) Job {
+	return Job{Name: name, Arrival: time.Duration(at) * time.Second, Duration: time.Duration(dur) * time.Second,
+		Members: members, Request: scoring.Request{GPUs: gpus}, Util: 1}
+}
+
+func prio(j Job, p int32) Job   { j.Priority = p; return j }
+func queue(j Job, q string) Job { j.Queue = q; return j }
+func sec(s int) time.Duration   { return time.Duration(s) * time.Second }
+func starts(r Result) []time.Duration {
+	out := make([]time.Duration, len(r.Jobs))
+	for i, o := range r.Jobs {
+		out[i] = o.Start
+	}
+	return out
+}
+
+func TestReplaySemantics(t *testing.T) {
+	bin := scoring.Weights{scoring.TermBinPack: 1}
+	tests := []struct {
+		name   string
+		c      *Cluster
+		jobs   []Job
+		cfg    Config
+		starts []time.Duration
+	}{
+		{"gang waits for all its members", cluster(2, 8), []Job{job("a", 0, 100, 1, 4), job("b", 1, 10, 2, 8)},
+			Config{Weights: bin}, []time.Duration{0, sec(100)}},
+		{"lone pods pass a waiting gang", cluster(2, 8),
+			[]Job{job("a", 0, 100, 1, 4), job("b", 1, 10, 2, 8), job("c", 2, 10, 1, 8)},
+			Config{Weights: bin}, []time.Duration{0, sec(100), sec(2)}},
+		{"queue limit holds the second job", cluster(2, 8),
+			[]Job{queue(job("a", 0, 100, 1, 8), "q"), queue(job("b", 1, 10, 1, 8), "q"), job("c", 2, 10, 1, 8)},
+			Config{Weights: bin, Queues: map[string]scoring.QueueLimit{"q": {MaxGPUs: 8}}}, []time.Duration{0, sec(100), sec(2)}},
+		{"higher priority goes first", cluster(1, 8),
+			[]Job{job("a", 0, 100, 1, 8), job("low", 10, 10, 1, 8), prio(job("high", 20, 10, 1, 8), 100)},
+			Config{Weights: bin}, []time.Duration{0, sec(110), sec(100)}},
+		{"preemption evicts the lower priority job", cluster(1, 8),
+			[]Job{job("low", 0, 100, 1, 8), prio(job("high", 10, 10, 1, 8), 100)},
+			Config{Weights: bin, Preemption: true}, []time.Duration{sec(20), sec(10)}},
+		{"no preemption without it", cluster(1, 8),
+			[]Job{job("low", 0, 100, 1, 8), prio(job("high", 10, 10, 1, 8), 100)},
+			Config{Weights: bin}, []time.Duration{0, sec(100)}},
+		// b reserves the free node for 50s: c cannot use it until b times out.
+		{"a gang timeout holds a reservation", cluster(2, 4),
+			[]Job{job("a", 0, 100, 1, 4), job("b", 1, 10, 2, 4), job("c", 10, 10, 1, 4)},
+			Config{Weights: bin, GangTimeout: sec(50)}, []time.Duration{0, sec(100), sec(51)}},
+		{"without a timeout nothing is held", cluster(2, 4),
+			[]Job{job("a", 0, 100, 1, 4), job("b", 1, 10, 2, 4), job("c", 10, 10, 1, 4)},
+			Config{Weights: bin}, []time.Duration{0, sec(100), sec(10)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Run(tc.c, tc.jobs, tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := starts(res); !reflect.DeepEqual(got, tc.starts) {
+				t.Errorf("starts = %v, want %v", got, tc.starts)
+			}
+			for i, o := range res.Jobs {
+				if o.State != Done {
+					t.Errorf("job %s ended %s", tc.jobs[i].Name, o.State)
+				}
+			}
+		})
+	}
+}
+
+func TestPreemptedJobRestarts(t *testing.T) {
+	res, err := Run(cluster(1, 8), []Job{job("low", 0, 100, 1, 8), prio(job("high", 10, 10, 1, 8), 100)},
+		Config{Weights: scoring.Weights{scoring.TermBinPack: 1}, Preemption: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := res.Jobs[0]; o.Preemptions != 1 || o.End != sec(120) {
+		t.Errorf("low: %+v, want one preemption and a full rerun ending at 120s", o)
+	}
+	if res.Metrics.Preemptions != 1 {
+		t.Errorf("metrics count %d preemptions", res.Metrics.Preemptions)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	c := cluster(1, 2)
+	half := job("half", 0, 100, 1, 1)
+	half.Util = 0.5
+	// The second job needs both GPUs and waits 100s while one GPU is free.
+	res, err := Run(c, []Job{half, prio(job("both", 0, 100, 1, 2), 5), job("huge", 0, 1, 1, 4)},
+		Config{Weights: scoring.Weights{scoring.TermBinPack: 1}, HighPriority: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Metrics
+	// both (priority 5) goes first: it starts at 0; half waits 100s.
+	// GPU time: 200s x 2000 milli. Allocated idle: 0 for both, then half's
+	// 500 milli for 100s; idle while waiting: 0 for the first 100s, 0 after
+	// (nothing waits), so 50000 / 400000.
+	want := Metrics{Jobs: 3, Completed: 2, Unschedulable: 1, GPUIdleShare: 0.125, AllocatedIdleShare: 0.125,
+		MeanJCT: 150, P95JCT: 200, MeanWait: 50, P95HighPriorityWait: 0, Makespan: 200}
+	if !reflect.DeepEqual(m, want) {
+		t.Errorf("metrics\n got %+v\nwant %+v", m, want)
+	}
+	// Reversed priorities: half starts first and both waits 100s with one
+	// GPU free and 2000 milli wanted: 1000 x 100 idle while waiting.
+	res, _ = Run(c, []Job{prio(half, 5), job("both", 0, 100, 1, 2)}, Config{Weights: scoring.Weights{scoring.TermBinPack: 1}, HighPriority: 5})
+	if got := res.Metrics.IdleWaitingShare; math.Abs(got-0.25) > 1e-12 {
+		t.Errorf("idle while waiting = %v, want 0.25", got)
+	}
+}
+
+func TestReplayIsDeterministicOnPhilly(t *testing.T) {
+	tj, err := trace.LoadJobs("../trace/testdata/philly/pollux_philly_head300.csv", trace.FormatAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := trace.LoadInventory("../trace/testdata/philly/cluster_machine_list_head40.csv", trace.FormatAuto, nil, []int{1, 2, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCluster(inv)
+	jobs := JobsFromTrace(tj)
+	var first Result
+	for i, cfg := range []Config{{Weights: scoring.DefaultWeights(), GangTimeout: sec(60)}, {Weights: scoring.DefaultWeights(), GangTimeout: sec(60)}} {
+		res, err := Run(c, jobs, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Metrics.Completed+res.Metrics.Unschedulable != len(jobs) {
+			t.Errorf("metrics %+v: every job must finish or be unschedulable", res.Metrics)
+		}
+		if i == 0 {
+			first = res
+		} else if !reflect.DeepEqual(first, res) {
+			t.Error("the same replay gave two results")
+		}
+	}
+	if first.Metrics.MeanJCT <= 0 || first.Metrics.GPUIdleShare <= 0 || first.Metrics.GPUIdleShare >= 1 {
+		t.Errorf("implausible metrics %+v", first.Metrics)
+	}
+	if _, err := Run(c, jobs, Config{Weights: scoring.Weights{}}); err == nil {
+		t.Error("all-zero weights accepted")
+	}
+}
+
+func TestInflateFGD(t *testing.T) {
+	var pods []Job
+	for i := 0; i < 100; i++ {
+		j := job("p"+itoa(99-i), 0, 0, 1, 1)
+		if i%4 == 0 {
+			j.Request = scoring.Request{GPUs: 1, GPUMilli: 500}
+		}
+		pods = append(pods, j)
+	}
+	a := InflateFGD(pods, 80_000, 1.3, 42)
+	b := InflateFGD(pods, 80_000, 1.3, 42)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same seed, different streams")
+	}
+	var total int64
+	for _, p := range a {
+		total += p.DemandMilli()
+	}
+	if total > 104_000 || total < 103_000 {
+		t.Errorf("inflated demand %d, want just under 130%% of 80000", total)
+	}
+	if c := InflateFGD(pods, 80_000, 1.3, 43); reflect.DeepEqual(a[:100], c[:100]) {
+		t.Error("a different seed gave the same order")
+	}
+	pts := Fill(cluster(10, 8), a, scoring.PolicyBestFit, nil, 0)
+	if last := pts[len(pts)-1]; last.Allocated != 100 || At(pts, 50).Arrived < 50 {
+		t.Errorf("filling 130%% demand of whole and half GPUs: %+v", last)
+	}
+}
