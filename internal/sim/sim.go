@@ -450,7 +450,10 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 		r.begin(js, t)
 		return true
 	}
-	if r.cfg.GangTimeout <= 0 {
+	// A gang starts reserving only when its members fit once the gangs
+	// already reserving are given theirs (scoring.GangFit, the live
+	// admission rule), so a gang that cannot fit holds nothing.
+	if r.cfg.GangTimeout <= 0 || scoring.GangFit(r.p.nodes, r.reservingDemands(), j.Request, j.Members) < j.Members {
 		return false
 	}
 	allocs, idx = r.p.placePartial(j.Request, js.shape, j.Members, pod)
@@ -462,6 +465,17 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 	r.count(js)
 	r.push(event{at: t + r.cfg.GangTimeout, kind: evTimeout, job: js, epoch: js.epoch})
 	return false
+}
+
+// reservingDemands lists what the gangs holding partial reservations still need.
+func (r *replay) reservingDemands() []scoring.GangDemand {
+	var out []scoring.GangDemand
+	for _, js := range r.pending {
+		if js.status == reserving {
+			out = append(out, scoring.GangDemand{Request: js.job.Request, Members: js.job.Members - len(js.allocs)})
+		}
+	}
+	return out
 }
 
 // begin starts a job whose every member holds its allocation.

@@ -60,10 +60,10 @@ func TestReplaySemantics(t *testing.T) {
 		{"no preemption without it", cluster(1, 8),
 			[]Job{job("low", 0, 100, 1, 8), prio(job("high", 10, 10, 1, 8), 100)},
 			Config{Weights: bin}, []time.Duration{0, sec(100)}},
-		// b reserves the free node for 50s: c cannot use it until b times out.
-		{"a gang timeout holds a reservation", cluster(2, 4),
+		// b does not fit, so even with a timeout it reserves nothing.
+		{"a gang that cannot fit holds nothing", cluster(2, 4),
 			[]Job{job("a", 0, 100, 1, 4), job("b", 1, 10, 2, 4), job("c", 10, 10, 1, 4)},
-			Config{Weights: bin, GangTimeout: sec(50)}, []time.Duration{0, sec(100), sec(51)}},
+			Config{Weights: bin, GangTimeout: sec(50)}, []time.Duration{0, sec(100), sec(10)}},
 		{"without a timeout nothing is held", cluster(2, 4),
 			[]Job{job("a", 0, 100, 1, 4), job("b", 1, 10, 2, 4), job("c", 10, 10, 1, 4)},
 			Config{Weights: bin}, []time.Duration{0, sec(100), sec(10)}},
