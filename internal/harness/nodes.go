@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -211,7 +212,7 @@ func (n *Nodes) GPUs(node string) []exporter.GPU {
 	}
 	out := make([]exporter.GPU, len(m.owner))
 	for i, key := range m.owner {
-		g := exporter.GPU{Index: i, UUID: m.uuid[i], Model: m.spec.GPUModel, MemoryMiB: gpuMemory(m.spec)}
+		g := exporter.GPU{Index: i, UUID: m.uuid[i], Model: modelName(m.spec.GPUModel), MemoryMiB: gpuMemory(m.spec)}
 		if r := n.runs[key]; key != "" && r != nil {
 			ns, name, _ := cache.SplitMetaNamespaceKey(key)
 			g.Pod, g.Namespace, g.Container = name, ns, r.container
@@ -221,6 +222,10 @@ func (n *Nodes) GPUs(node string) []exporter.GPU {
 	}
 	return out
 }
+
+// modelName undoes GPU feature discovery's label form (spaces become dashes)
+// to give the name dcgm-exporter reports: NVIDIA-H100-80GB-HBM3 -> NVIDIA H100 80GB HBM3.
+func modelName(label string) string { return strings.ReplaceAll(label, "-", " ") }
 
 func gpuMemory(spec trace.Node) int64 {
 	if spec.GPUMemoryMiB > 0 {

@@ -1,0 +1,92 @@
+package exporter
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+type fixedSource []GPU
+
+func (s fixedSource) GPUs(string) []GPU { return s }
+
+func TestScrapeMatchesGolden(t *testing.T) {
+	src := fixedSource{
+		{Index: 0, UUID: "GPU-0000", Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559,
+			Pod: "train-0", Namespace: "default", Container: "main", Util: 0.9, MemFraction: 0.8},
+		{Index: 1, UUID: "GPU-0001", Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559,
+			Pod: "notebook-0", Namespace: "research", Container: "main", Util: 0, MemFraction: 0.25},
+		{Index: 2, UUID: "GPU-0002", Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559},
+	}
+	e := New("node-a", src)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e.now = func() time.Time { return at }
+	var first bytes.Buffer
+	if err := e.Write(&first); err != nil {
+		t.Fatal(err)
+	}
+	at = at.Add(10 * time.Second) // energy counters advance by power x 10 s
+	var got bytes.Buffer
+	if err := e.Write(&got); err != nil {
+		t.Fatal(err)
+	}
+	const golden = "testdata/scrape.golden"
+	if *update {
+		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (go test -update creates it)", err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("scrape differs from %s:\n%s", golden, got.String())
+	}
+
+	// Prometheus' own parser reads it, and the values follow the holders.
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(got.Bytes()))
+	if err != nil {
+		t.Fatalf("exposition does not parse: %v", err)
+	}
+	util := fams["DCGM_FI_DEV_GPU_UTIL"]
+	if util == nil || len(util.GetMetric()) != 3 {
+		t.Fatalf("DCGM_FI_DEV_GPU_UTIL: %v", util)
+	}
+	for _, m := range util.GetMetric() {
+		var pod string
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "pod" {
+				pod = l.GetValue()
+			}
+		}
+		v := m.GetGauge().GetValue()
+		switch {
+		case pod == "train-0" && v != 90, pod == "notebook-0" && v != 0, pod == "" && v != 0:
+			t.Errorf("pod %q util %v", pod, v)
+		}
+	}
+	if !strings.Contains(got.String(), `DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-0001",pci_bus_id="00000000:28:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",Hostname="node-a",DCGM_FI_DRIVER_VERSION="`+driverVersion+`",container="main",namespace="research",pod="notebook-0"} 20390`) {
+		t.Errorf("idle pod's memory line missing or mislabelled")
+	}
+}
+
+func TestServeHTTP(t *testing.T) {
+	e := New("node-b", fixedSource{{Index: 0, UUID: "GPU-1", Model: "T4", MemoryMiB: 15360}})
+	if err := e.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if !strings.HasPrefix(e.URL(), "http://127.0.0.1:") || !strings.HasSuffix(e.URL(), "/metrics") {
+		t.Fatalf("URL %q", e.URL())
+	}
+}

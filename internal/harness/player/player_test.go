@@ -1,0 +1,69 @@
+package player
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/harness"
+	"github.com/schedloop/schedloop/internal/trace"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func TestKubeName(t *testing.T) {
+	for in, want := range map[string]string{
+		"openb-pod-0001": "openb-pod-0001",
+		"Train_A 7":      "train-a-7",
+		"--x--":          "x",
+	} {
+		if got := KubeName(in); got != want {
+			t.Errorf("KubeName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestNewRejectsNameClashes(t *testing.T) {
+	clock, _ := harness.NewClock(1)
+	jobs := []trace.Job{
+		{Name: "A", Members: 1, Outcome: trace.Succeeded},
+		{Name: "a", Members: 1, Outcome: trace.Succeeded},
+	}
+	if _, err := New(nil, nil, jobs, Options{Clock: clock}); err == nil {
+		t.Fatal("two jobs with one Kubernetes name accepted")
+	}
+}
+
+// TestPodSpecGolden pins the pod a gang member becomes: labels, annotations
+// the pod runner reads, GPU request, priority class and GPU-model affinity.
+func TestPodSpecGolden(t *testing.T) {
+	clock, _ := harness.NewClock(1)
+	j := trace.Job{Name: "train-a", Arrival: time.Minute, Duration: 20 * time.Minute, Members: 4, GPUs: 8,
+		CPUMilli: 8000, MemoryMiB: 65536, GPUModels: []string{"NVIDIA-H100-80GB-HBM3"}, Priority: 100,
+		Queue: "research", Util: 0.9, Outcome: trace.Succeeded}
+	p, err := New(nil, nil, []trace.Job{j}, Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.MarshalIndent(p.pod("train-a", 2, j), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	const golden = "testdata/gang-member.golden"
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (go test -update creates it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("pod differs from %s:\n%s", golden, got)
+	}
+}
