@@ -1,0 +1,182 @@
+package tuner
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/sim"
+)
+
+// Workload is what candidates are replayed on.
+type Workload struct {
+	Cluster *sim.Cluster
+	Jobs    []sim.Job
+}
+
+// Replays describes the perturbed copies of a workload every candidate is
+// evaluated on, so a winner must win across them and not by one lucky order.
+type Replays struct {
+	// Count is the number of replays; the first is the workload as recorded.
+	Count int
+	// Jitter moves each arrival by a uniform offset in [-Jitter, +Jitter]
+	// in the other replays.
+	Jitter time.Duration
+	Seed   uint64
+}
+
+// Evaluator replays candidates on fixed perturbed copies of a workload.
+type Evaluator struct {
+	cluster  *sim.Cluster
+	replays  [][]sim.Job
+	workload scoring.Workload
+	base     sim.Config
+	workers  int
+	mu       sync.Mutex
+	count    int
+}
+
+// NewEvaluator prepares the replays. base carries the settings that are not
+// tuned (preemption, the high-priority threshold).
+func NewEvaluator(w Workload, r Replays, base sim.Config) *Evaluator {
+	if r.Count < 1 {
+		r.Count = 1
+	}
+	e := &Evaluator{cluster: w.Cluster, base: base, workers: runtime.GOMAXPROCS(0),
+		workload: scoring.TypicalWorkload(sim.Requests(w.Jobs), 0.95)}
+	for k := 0; k < r.Count; k++ {
+		jobs := append([]sim.Job(nil), w.Jobs...)
+		if k > 0 && r.Jitter > 0 {
+			rng := rand.New(rand.NewPCG(r.Seed, uint64(k)))
+			for i := range jobs {
+				d := time.Duration((rng.Float64()*2 - 1) * float64(r.Jitter))
+				jobs[i].Arrival = max(jobs[i].Arrival+d, 0)
+			}
+		}
+		e.replays = append(e.replays, jobs)
+	}
+	return e
+}
+
+// Evaluation is a candidate's outcome on each replay.
+type Evaluation struct {
+	PerReplay []Values
+}
+
+// Mean averages each metric over the replays.
+func (ev Evaluation) Mean() Values {
+	out := Values{}
+	for _, v := range ev.PerReplay {
+		for m, x := range v {
+			out[m] += x / float64(len(ev.PerReplay))
+		}
+	}
+	return out
+}
+
+// Evaluations counts the replays run so far.
+func (e *Evaluator) Evaluations() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.count
+}
+
+// Evaluate replays c on every replay, in parallel.
+func (e *Evaluator) Evaluate(ctx context.Context, c Candidate) (Evaluation, error) {
+	cfg := e.base
+	cfg.Weights, cfg.Queues, cfg.GangTimeout, cfg.Workload = c.Weights, c.Queues, c.GangTimeout, e.workload
+	out := Evaluation{PerReplay: make([]Values, len(e.replays))}
+	errs := make([]error, len(e.replays))
+	sem := make(chan struct{}, e.workers)
+	var wg sync.WaitGroup
+	for k := range e.replays {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, err := sim.Run(e.cluster, e.replays[k], cfg)
+			out.PerReplay[k], errs[k] = ValuesOf(res.Metrics), err
+		}()
+	}
+	wg.Wait()
+	e.mu.Lock()
+	e.count += len(e.replays)
+	e.mu.Unlock()
+	for _, err := range errs {
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// Comparison is a candidate against a reference on the same replays.
+type Comparison struct {
+	Before, After Values
+	// Gains are the objective's relative gains per replay (paired: each
+	// replay compares both on the same arrivals).
+	Gains []float64
+	// Gain is their mean, StdErr its standard error and Lower the one-sided
+	// 95% lower confidence bound (mean - 1.645 standard errors).
+	Gain, StdErr, Lower float64
+	// Wins counts replays where the candidate was better.
+	Wins int
+}
+
+// Compare pairs cand with ref replay by replay under o.
+func Compare(o Objective, cand, ref Evaluation) Comparison {
+	c := Comparison{Before: ref.Mean(), After: cand.Mean()}
+	for k := range cand.PerReplay {
+		g := o.Gain(cand.PerReplay[k], ref.PerReplay[k])
+		c.Gains = append(c.Gains, g)
+		if g > 0 {
+			c.Wins++
+		}
+	}
+	n := float64(len(c.Gains))
+	for _, g := range c.Gains {
+		c.Gain += g / n
+	}
+	if len(c.Gains) > 1 {
+		var ss float64
+		for _, g := range c.Gains {
+			ss += (g - c.Gain) * (g - c.Gain)
+		}
+		c.StdErr = math.Sqrt(ss/(n-1)) / math.Sqrt(n)
+	}
+	c.Lower = c.Gain - 1.645*c.StdErr
+	return c
+}
+
+// SplitByTime splits jobs (in any order) by arrival time: the earliest
+// frac of them (by count, so a quiet stretch does not starve either side)
+// train the search, and the jobs arriving at or after the first later
+// arrival are held out, their arrivals shifted so the held-out part starts
+// at 0. cut is the held-out part's start.
+func SplitByTime(jobs []sim.Job, frac float64) (train, held []sim.Job, cut time.Duration) {
+	if len(jobs) == 0 {
+		return nil, nil, 0
+	}
+	sorted := append([]sim.Job(nil), jobs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Arrival < sorted[j].Arrival })
+	k := min(max(int(frac*float64(len(sorted))), 0), len(sorted)-1)
+	cut = sorted[k].Arrival
+	for _, j := range sorted {
+		if j.Arrival < cut {
+			train = append(train, j)
+		} else {
+			j.Arrival -= cut
+			held = append(held, j)
+		}
+	}
+	return train, held, cut
+}

@@ -1,0 +1,80 @@
+package tuner
+
+import "fmt"
+
+// Guardrails decide whether a proposal may reach the scheduler and whether
+// an applied profile must be rolled back.
+type Guardrails struct {
+	// Margin is the relative held-out gain a proposal must reach (0.02: 2%
+	// better than the current profile under the objective).
+	Margin float64
+	// Bounds limit each step's change (see Bounds.Clamp).
+	Bounds Bounds
+	// RollbackThreshold is the measured relative regression, against the
+	// same length of time before the profile was applied, that rolls it back.
+	RollbackThreshold float64
+}
+
+// DefaultGuardrails: a 2% held-out margin, DefaultBounds, roll back past a
+// 5% measured regression.
+func DefaultGuardrails() Guardrails {
+	return Guardrails{Margin: 0.02, Bounds: DefaultBounds(), RollbackThreshold: 0.05}
+}
+
+// Validate names the first field out of range.
+func (g Guardrails) Validate() error {
+	switch {
+	case !(g.Margin >= 0 && g.Margin < 1):
+		return fmt.Errorf("guardrails: margin %v is outside [0, 1)", g.Margin)
+	case !(g.RollbackThreshold > 0 && g.RollbackThreshold < 1):
+		return fmt.Errorf("guardrails: rollback threshold %v is outside (0, 1)", g.RollbackThreshold)
+	case !(g.Bounds.MaxWeightDelta > 0):
+		return fmt.Errorf("guardrails: max weight delta %v must be positive", g.Bounds.MaxWeightDelta)
+	case !(g.Bounds.MaxQueueChange > 0 && g.Bounds.MaxQueueChange < 1):
+		return fmt.Errorf("guardrails: max queue change %v is outside (0, 1)", g.Bounds.MaxQueueChange)
+	case !(g.Bounds.MaxGangTimeoutFactor >= 1):
+		return fmt.Errorf("guardrails: max gang timeout factor %v is below 1", g.Bounds.MaxGangTimeoutFactor)
+	}
+	return nil
+}
+
+// Decision is whether to publish, and why, in words with the numbers.
+type Decision struct {
+	Publish bool   `json:"publish"`
+	Reason  string `json:"reason"`
+}
+
+// Decide judges a proposal by its held-out comparison with the current
+// profile: the mean gain must reach the margin and the 95% lower bound must
+// be above zero.
+func (g Guardrails) Decide(held Comparison, changed bool) Decision {
+	switch {
+	case !changed:
+		return Decision{false, "the search found nothing better than the current profile on the training days"}
+	case held.Gain < g.Margin:
+		return Decision{false, fmt.Sprintf("held-out gain %.1f%% is below the %.1f%% margin", 100*held.Gain, 100*g.Margin)}
+	case held.Lower <= 0:
+		return Decision{false, fmt.Sprintf("held-out gain %.1f%% is not better with 95%% confidence (lower bound %.1f%%, %d of %d replays better)",
+			100*held.Gain, 100*held.Lower, held.Wins, len(held.Gains))}
+	}
+	return Decision{true, fmt.Sprintf("held-out gain %.1f%% (95%% lower bound %.1f%%, %d of %d replays better) beats the %.1f%% margin",
+		100*held.Gain, 100*held.Lower, held.Wins, len(held.Gains), 100*g.Margin)}
+}
+
+// Verdict is the outcome of checking an applied profile against what was
+// measured before it.
+type Verdict struct {
+	Rollback   bool
+	Regression float64
+	Reason     string
+}
+
+// Check compares the outcome measured since a profile was applied with the
+// outcome measured over as long a time before, under o.
+func (g Guardrails) Check(o Objective, measured, before Values) Verdict {
+	reg := o.Cost(measured, before) - 1
+	if reg > g.RollbackThreshold {
+		return Verdict{true, reg, fmt.Sprintf("measured outcome regressed %.1f%% (threshold %.1f%%)", 100*reg, 100*g.RollbackThreshold)}
+	}
+	return Verdict{false, reg, fmt.Sprintf("measured change %+.1f%% is within the %.1f%% threshold", 100*reg, 100*g.RollbackThreshold)}
+}

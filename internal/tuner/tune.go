@@ -1,0 +1,209 @@
+package tuner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/sim"
+)
+
+// Input is everything one tuning run needs.
+type Input struct {
+	Workload  Workload
+	Current   profile.Document
+	Name      string // the proposal's profile name
+	Objective Objective
+	Guard     Guardrails
+	Replays   Replays
+	// HoldoutFraction is the later share of the history (by arrival time)
+	// kept out of the search and used only to judge the winner.
+	HoldoutFraction float64
+	Rounds          int
+	MinGain         float64
+	// Base carries replay settings that are not tuned.
+	Base     sim.Config
+	Progress func(done, total int, best float64)
+	Now      func() time.Time
+}
+
+// Report is the evidence of one tuning run; it is stored with the profile
+// and printed by `tuner explain`.
+type Report struct {
+	Name        string           `json:"name"`
+	Current     profile.Document `json:"current"`
+	Proposed    profile.Document `json:"proposed"`
+	Changes     []string         `json:"changes"`
+	Objective   string           `json:"objective"`
+	Margin      float64          `json:"margin"`
+	Replays     int              `json:"replays"`
+	JitterS     float64          `json:"jitterSeconds"`
+	TrainJobs   int              `json:"trainJobs"`
+	HeldJobs    int              `json:"heldOutJobs"`
+	CutS        float64          `json:"cutSeconds"`
+	Train       Comparison       `json:"train"`
+	HeldOut     Comparison       `json:"heldOut"`
+	Decision    Decision         `json:"decision"`
+	Steps       []Step           `json:"steps"`
+	Evaluations int              `json:"evaluations"`
+	ElapsedS    float64          `json:"elapsedSeconds"`
+	Created     time.Time        `json:"created"`
+}
+
+// Tune searches for a better profile on the earlier part of the workload
+// and judges it on the held-out later part.
+func Tune(ctx context.Context, in Input) (Report, error) {
+	if in.Now == nil {
+		in.Now = time.Now
+	}
+	start := in.Now()
+	if err := in.Guard.Validate(); err != nil {
+		return Report{}, err
+	}
+	if in.HoldoutFraction <= 0 || in.HoldoutFraction >= 1 {
+		return Report{}, fmt.Errorf("hold-out fraction %v is outside (0, 1)", in.HoldoutFraction)
+	}
+	train, held, cut := SplitByTime(in.Workload.Jobs, 1-in.HoldoutFraction)
+	if len(train) == 0 || len(held) == 0 {
+		return Report{}, fmt.Errorf("the history of %d jobs cannot be split into training and held-out days", len(in.Workload.Jobs))
+	}
+	cur := FromDocument(in.Current)
+	te := NewEvaluator(Workload{Cluster: in.Workload.Cluster, Jobs: train}, in.Replays, in.Base)
+	best, bestEval, steps, err := Search(ctx, te, cur, SearchOptions{Objective: in.Objective, Bounds: in.Guard.Bounds,
+		Rounds: in.Rounds, MinGain: in.MinGain, Progress: in.Progress})
+	if err != nil {
+		return Report{}, fmt.Errorf("search: %w", err)
+	}
+	curTrain, err := te.Evaluate(ctx, cur)
+	if err != nil {
+		return Report{}, err
+	}
+	he := NewEvaluator(Workload{Cluster: in.Workload.Cluster, Jobs: held}, in.Replays, in.Base)
+	curHeld, err := he.Evaluate(ctx, cur)
+	if err != nil {
+		return Report{}, err
+	}
+	bestHeld, err := he.Evaluate(ctx, best)
+	if err != nil {
+		return Report{}, err
+	}
+	proposed := best.Document(in.Name)
+	r := Report{
+		Name: in.Name, Current: in.Current, Proposed: proposed, Changes: profile.Diff(in.Current, proposed),
+		Objective: in.Objective.String(), Margin: in.Guard.Margin, Replays: len(curHeld.PerReplay),
+		JitterS: in.Replays.Jitter.Seconds(), TrainJobs: len(train), HeldJobs: len(held), CutS: cut.Seconds(),
+		Train: Compare(in.Objective, bestEval, curTrain), HeldOut: Compare(in.Objective, bestHeld, curHeld),
+		Steps: steps, Evaluations: te.Evaluations() + he.Evaluations(), Created: in.Now().UTC(),
+	}
+	r.Decision = in.Guard.Decide(r.HeldOut, best.Key() != cur.Key())
+	r.ElapsedS = in.Now().Sub(start).Seconds()
+	return r, nil
+}
+
+// Evidence is the report as the JSON document stored with the profile.
+func (r Report) Evidence() (map[string]any, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode evidence: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("encode evidence: %w", err)
+	}
+	return m, nil
+}
+
+// ReportFromEvidence reads back a stored report.
+func ReportFromEvidence(ev map[string]any) (Report, error) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return Report{}, fmt.Errorf("decode evidence: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Report{}, fmt.Errorf("decode evidence: %w", err)
+	}
+	return r, nil
+}
+
+// Predicted is the held-out outcome the proposal promises, with the current
+// profile's held-out outcome under baseline_ names, as stored beside what is
+// later measured.
+func (r Report) Predicted() map[string]float64 {
+	out := map[string]float64{"gain": r.HeldOut.Gain}
+	for m, v := range r.HeldOut.After {
+		out[string(m)] = v
+	}
+	for m, v := range r.HeldOut.Before {
+		out["baseline_"+string(m)] = v
+	}
+	return out
+}
+
+// Explain writes what changed and why, with the numbers.
+func (r Report) Explain(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "profile %s (from %s), %s\n", r.Name, r.Current.Name, r.Created.Format(time.RFC3339))
+	verdict := "not published"
+	if r.Decision.Publish {
+		verdict = "published"
+	}
+	fmt.Fprintf(tw, "decision: %s: %s\n", verdict, r.Decision.Reason)
+	fmt.Fprintf(tw, "objective: %s (lower is better; gains are relative)\n", r.Objective)
+	fmt.Fprintf(tw, "evidence: %d training jobs, %d held-out jobs after %s; %d replays (arrival jitter ±%s); %d simulations in %.1fs\n",
+		r.TrainJobs, r.HeldJobs, time.Duration(r.CutS*float64(time.Second)).Round(time.Second), r.Replays,
+		time.Duration(r.JitterS*float64(time.Second)), r.Evaluations, r.ElapsedS)
+	fmt.Fprintln(tw, "\nchanges:")
+	if len(r.Changes) == 0 {
+		fmt.Fprintln(tw, "  none")
+	}
+	for _, c := range r.Changes {
+		fmt.Fprintf(tw, "  %s\n", c)
+	}
+	for _, part := range []struct {
+		name string
+		c    Comparison
+	}{{"training days", r.Train}, {"held-out days", r.HeldOut}} {
+		fmt.Fprintf(tw, "\n%s:\tcurrent\tproposed\tchange\n", part.name)
+		for _, m := range Metrics {
+			b, a := part.c.Before[m], part.c.After[m]
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m, num(b), num(a), pct(a, b))
+		}
+		fmt.Fprintf(tw, "  objective gain\t\t\t%+.2f%% ± %.2f%% (95%% lower bound %+.2f%%, %d/%d replays better)\n",
+			100*part.c.Gain, 100*part.c.StdErr, 100*part.c.Lower, part.c.Wins, len(part.c.Gains))
+	}
+	var kept []string
+	for _, s := range r.Steps {
+		if s.Accepted {
+			kept = append(kept, fmt.Sprintf("  %s (training gain %+.2f%%, %d replays better)", s.Move, 100*s.Gain, s.Wins))
+		}
+	}
+	fmt.Fprintf(tw, "\nsearch: %d moves tried, %d kept\n", len(r.Steps), len(kept))
+	fmt.Fprint(tw, strings.Join(kept, "\n"))
+	if len(kept) > 0 {
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func num(v float64) string {
+	if v != 0 && (v < 0.01 && v > -0.01) {
+		return fmt.Sprintf("%.5f", v)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
+
+func pct(after, before float64) string {
+	if before == 0 {
+		if after == 0 {
+			return "0"
+		}
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*(after-before)/before)
+}

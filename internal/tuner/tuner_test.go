@@ -1,0 +1,173 @@
+package tuner
+
+import (
+	"context"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/sim"
+	"github.com/schedloop/schedloop/internal/trace"
+)
+
+func phillySlice(t testing.TB) Workload {
+	t.Helper()
+	tj, err := trace.LoadJobs("../trace/testdata/philly/pollux_philly_head300.csv", trace.FormatAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := trace.LoadInventory("../trace/testdata/philly/cluster_machine_list_head40.csv", trace.FormatAuto, nil, []int{1, 2, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Workload{Cluster: sim.NewCluster(inv), Jobs: sim.JobsFromTrace(tj)}
+}
+
+func TestObjective(t *testing.T) {
+	o, err := ParseObjective("gpu_idle_share=1, mean_jct_s=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.String() != "gpu_idle_share=1,mean_jct_s=1" {
+		t.Errorf("String() = %q", o.String())
+	}
+	ref := Values{MetricGPUIdle: 0.2, MetricMeanJCT: 100}
+	if c := o.Cost(ref, ref); math.Abs(c-1) > 1e-12 {
+		t.Errorf("a reference costs %v, want 1", c)
+	}
+	// Idle 10% better, JCT unchanged: half the weight gains 10%.
+	if g := o.Gain(Values{MetricGPUIdle: 0.18, MetricMeanJCT: 100}, ref); math.Abs(g-0.05) > 1e-12 {
+		t.Errorf("gain = %v, want 0.05", g)
+	}
+	for _, bad := range []string{"", "speed=1", "mean_jct_s", "mean_jct_s=-1", "mean_jct_s=0"} {
+		if _, err := ParseObjective(bad); err == nil {
+			t.Errorf("ParseObjective(%q) accepted", bad)
+		}
+	}
+}
+
+func TestBoundsClamp(t *testing.T) {
+	b := DefaultBounds()
+	from := Candidate{Weights: scoring.Weights{scoring.TermTopology: 10, scoring.TermBinPack: 90},
+		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 100}}, GangTimeout: time.Minute}
+	to := Candidate{Weights: scoring.Weights{scoring.TermTopology: 50, scoring.TermBinPack: 100, scoring.TermSpread: 3},
+		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 10}}, GangTimeout: time.Hour}
+	got := b.Clamp(from, to)
+	want := Candidate{Weights: scoring.Weights{scoring.TermTopology: 30, scoring.TermBinPack: 100, scoring.TermSpread: 3},
+		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 50}}, GangTimeout: 4 * time.Minute}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Clamp = %+v\nwant %+v", got, want)
+	}
+	if d := FromDocument(want.Document("x")); !reflect.DeepEqual(d, want) {
+		t.Errorf("document round trip: %+v", d)
+	}
+}
+
+func TestDecide(t *testing.T) {
+	g := DefaultGuardrails()
+	tests := []struct {
+		c       Comparison
+		changed bool
+		publish bool
+		reason  string
+	}{
+		{Comparison{Gain: 0.1, Lower: 0.05, Gains: []float64{.1}, Wins: 1}, false, false, "nothing better"},
+		{Comparison{Gain: 0.01, Lower: 0.005}, true, false, "below the 2.0% margin"},
+		{Comparison{Gain: 0.05, Lower: -0.01, Gains: []float64{.2, -.1}, Wins: 1}, true, false, "not better with 95% confidence"},
+		{Comparison{Gain: 0.05, Lower: 0.03, Gains: []float64{.05, .05}, Wins: 2}, true, true, "beats the 2.0% margin"},
+	}
+	for _, tc := range tests {
+		d := g.Decide(tc.c, tc.changed)
+		if d.Publish != tc.publish || !strings.Contains(d.Reason, tc.reason) {
+			t.Errorf("Decide(%+v) = %+v, want %v %q", tc.c, d, tc.publish, tc.reason)
+		}
+	}
+	o := DefaultObjective()
+	before := Values{MetricGPUIdle: 0.2, MetricMeanJCT: 100, MetricP95JCT: 300, MetricHighPriorityWait: 10, MetricFragmentation: 3}
+	worse := Values{MetricGPUIdle: 0.3, MetricMeanJCT: 150, MetricP95JCT: 300, MetricHighPriorityWait: 10, MetricFragmentation: 3}
+	if v := g.Check(o, worse, before); !v.Rollback || !strings.Contains(v.Reason, "regressed") {
+		t.Errorf("a 30%% worse outcome: %+v", v)
+	}
+	if v := g.Check(o, before, before); v.Rollback {
+		t.Errorf("an unchanged outcome rolled back: %+v", v)
+	}
+	if err := (Guardrails{Margin: 2}).Validate(); err == nil {
+		t.Error("a 200% margin accepted")
+	}
+}
+
+func TestSplitByTime(t *testing.T) {
+	var jobs []sim.Job
+	for i := 9; i >= 0; i-- {
+		jobs = append(jobs, sim.Job{Name: string(rune('a' + i)), Arrival: time.Duration(i) * time.Hour})
+	}
+	train, held, cut := SplitByTime(jobs, 0.7)
+	if len(train) != 7 || len(held) != 3 || cut != 7*time.Hour || held[0].Arrival != 0 {
+		t.Errorf("split: %d train, %d held, cut %v, first held at %v", len(train), len(held), cut, held[0].Arrival)
+	}
+}
+
+func TestTuneOnPhillySlice(t *testing.T) {
+	w := phillySlice(t)
+	cur := profile.Default()
+	in := Input{Workload: w, Current: cur, Name: "tuned-test", Objective: DefaultObjective(), Guard: DefaultGuardrails(),
+		Replays: Replays{Count: 3, Jitter: 10 * time.Minute, Seed: 1}, HoldoutFraction: 0.3, Rounds: 1, MinGain: 0.001,
+		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }}
+	calls := 0
+	in.Progress = func(done, total int, _ float64) {
+		calls++
+		if done > total {
+			t.Errorf("progress %d of %d", done, total)
+		}
+	}
+	r, err := Tune(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TrainJobs+r.HeldJobs != len(w.Jobs) || r.Replays != 3 || len(r.HeldOut.Gains) != 3 || calls == 0 {
+		t.Errorf("report: %d+%d jobs, %d replays, %d progress calls", r.TrainJobs, r.HeldJobs, r.Replays, calls)
+	}
+	if err := r.Proposed.Validate(); err != nil {
+		t.Errorf("proposal does not validate: %v", err)
+	}
+	want := in.Guard.Decide(r.HeldOut, len(r.Changes) > 0)
+	if r.Decision != want {
+		t.Errorf("decision %+v, want %+v", r.Decision, want)
+	}
+	again, err := Tune(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r, again) {
+		t.Error("two runs on the same input disagree")
+	}
+	ev, err := r.Evidence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReportFromEvidence(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b strings.Builder
+	if err := r.Explain(&a); err != nil {
+		t.Fatal(err)
+	}
+	back.Explain(&b)
+	if a.String() != b.String() {
+		t.Errorf("explain differs after the evidence round trip:\n%s\n---\n%s", a.String(), b.String())
+	}
+	for _, s := range []string{"profile tuned-test (from default)", "held-out days:", "mean_jct_s", "gpu_idle_share", "objective gain"} {
+		if !strings.Contains(a.String(), s) {
+			t.Errorf("explain lacks %q:\n%s", s, a.String())
+		}
+	}
+	if p := r.Predicted(); p["baseline_mean_jct_s"] != r.HeldOut.Before[MetricMeanJCT] {
+		t.Errorf("predicted %v", p)
+	}
+	t.Log(a.String())
+}
