@@ -3,8 +3,8 @@ package tuner
 import (
 	"context"
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
