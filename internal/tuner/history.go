@@ -1,0 +1,138 @@
+package tuner
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/sim"
+	"github.com/schedloop/schedloop/internal/trace"
+)
+
+// JobsFromHistory turns stored jobs into a workload: arrival is creation
+// relative to origin, run time is from admission (else start, else first
+// binding) to finish, or to until for a job still running. What the store
+// does not record (CPU, memory, GPU-model constraints, utilisation) is
+// left out; util applies to every job.
+func JobsFromHistory(jobs []schedloop.Job, origin, until time.Time, util float64) []sim.Job {
+	out := make([]sim.Job, 0, len(jobs))
+	for _, j := range jobs {
+		began := firstSet(j.Admitted, j.Started, j.FirstScheduled)
+		if began.IsZero() {
+			continue
+		}
+		end := j.Finished
+		if end.IsZero() || end.After(until) {
+			end = until
+		}
+		r := scoring.Request{GPUs: j.GPUsPerMember}
+		if j.GPUMilliPerMember > 0 && j.GPUMilliPerMember < scoring.MilliPerGPU {
+			r.GPUs, r.GPUMilli = 1, j.GPUMilliPerMember
+		}
+		out = append(out, sim.Job{Name: j.Namespace + "/" + j.Name, Arrival: max(j.Created.Sub(origin), 0),
+			Duration: max(end.Sub(began), 0), Members: max(j.MinMember, 1), Request: r, Queue: j.Queue,
+			Priority: j.Priority, Util: util})
+	}
+	return out
+}
+
+func firstSet(ts ...time.Time) time.Time {
+	for _, t := range ts {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// ClusterFromNodes builds the simulated cluster from the stored inventory,
+// reading each node's topology values at levels (outermost first; the host
+// level, if listed last, is implicit).
+func ClusterFromNodes(nodes []schedloop.Node, levels []string) *sim.Cluster {
+	inv := trace.Inventory{Levels: levels}
+	for _, n := range nodes {
+		labels := maps.Clone(n.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, n.Topology)
+		inv.Nodes = append(inv.Nodes, trace.Node{Name: n.Name, GPUs: n.GPUCount, GPUModel: n.GPUModel,
+			CPUMilli: n.CPUMilli, MemoryMiB: n.MemoryMiB, Labels: labels})
+	}
+	return sim.NewCluster(inv)
+}
+
+// JobsForImport converts a trace into job rows as if it had run on a
+// cluster from origin: each job was created at its arrival, admitted at
+// once and ran for its duration (a trace records run times, not how long
+// the original scheduler made jobs wait). UIDs are namespace/name.
+func JobsForImport(tj []trace.Job, origin time.Time, namespace string) []schedloop.Job {
+	out := make([]schedloop.Job, len(tj))
+	for i, j := range tj {
+		at := origin.Add(j.Arrival)
+		kind := schedloop.JobKindPod
+		if j.Members > 1 {
+			kind = schedloop.JobKindGang
+		}
+		phase := schedloop.PhaseSucceeded
+		if j.Outcome == trace.Failed {
+			phase = schedloop.PhaseFailed
+		}
+		milli := 0
+		if j.GPUs == 1 && j.GPUMilli > 0 && j.GPUMilli < scoring.MilliPerGPU {
+			milli = j.GPUMilli
+		}
+		out[i] = schedloop.Job{UID: namespace + "/" + j.Name, Namespace: namespace, Name: j.Name, Kind: kind,
+			Queue: j.Queue, Priority: j.Priority, MinMember: max(j.Members, 1), GPUsPerMember: j.GPUs,
+			GPUMilliPerMember: milli, Created: at, FirstScheduled: at, Admitted: at, Started: at,
+			Finished: at.Add(j.Duration), Phase: phase}
+	}
+	return out
+}
+
+// NodesForImport converts an inventory into node rows; topology holds the
+// inventory's level labels.
+func NodesForImport(inv trace.Inventory, seen time.Time) []schedloop.Node {
+	out := make([]schedloop.Node, len(inv.Nodes))
+	for i, n := range inv.Nodes {
+		topo := map[string]string{}
+		for _, l := range inv.Levels {
+			if v, ok := n.Labels[l]; ok {
+				topo[l] = v
+			}
+		}
+		out[i] = schedloop.Node{Name: n.Name, Labels: maps.Clone(n.Labels), Topology: topo, GPUModel: n.GPUModel,
+			GPUCount: n.GPUs, CPUMilli: n.CPUMilli, MemoryMiB: n.MemoryMiB, Ready: true, FirstSeen: seen, LastSeen: seen}
+	}
+	return out
+}
+
+// MeasureJobs is the JCT side of a measured outcome over finished jobs:
+// mean and p95 JCT, and p95 queueing delay of jobs at or above
+// highPriority. Jobs that have not finished are skipped.
+func MeasureJobs(jobs []schedloop.Job, highPriority int32) Values {
+	var jct, hp []float64
+	for _, j := range jobs {
+		began := firstSet(j.Admitted, j.Started, j.FirstScheduled)
+		if j.Finished.IsZero() || began.IsZero() {
+			continue
+		}
+		jct = append(jct, j.Finished.Sub(j.Created).Seconds())
+		if j.Priority >= highPriority {
+			hp = append(hp, began.Sub(j.Created).Seconds())
+		}
+	}
+	return Values{MetricMeanJCT: mean(jct), MetricP95JCT: p95(jct), MetricHighPriorityWait: p95(hp)}
+}
+
+func p95(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[max(int(math.Ceil(0.95*float64(len(v))))-1, 0)]
+}
