@@ -1,6 +1,8 @@
 // Command scheduler is kube-scheduler with schedloop's plugins compiled in.
 // Every kube-scheduler flag and KubeSchedulerConfiguration field works as
-// upstream documents; a configuration selects the plugins by name.
+// upstream documents; a configuration selects the plugins by name
+// (SchedloopProfile, SchedloopGang, SchedloopTopology, SchedloopQueue; see
+// deploy/scheduler-config.yaml).
 package main
 
 import (
@@ -11,9 +13,11 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	"github.com/schedloop/schedloop/internal/schedplugins"
 )
 
 func main() {
-	command := app.NewSchedulerCommand()
+	command := app.NewSchedulerCommand(schedplugins.Options()...)
 	os.Exit(cli.Run(command))
 }

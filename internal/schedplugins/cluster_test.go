@@ -1,0 +1,247 @@
+package schedplugins_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/schedloop/schedloop/internal/harness"
+	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/schedplugins"
+	"github.com/schedloop/schedloop/internal/trace"
+)
+
+const (
+	ours  = "schedloop"
+	stock = "default-scheduler"
+	ns    = "default"
+)
+
+// env is a harness cluster with GPU nodes and kube-scheduler running the
+// shipped configuration (deploy/scheduler-config.yaml) next to the stock
+// default profile.
+type env struct {
+	t *testing.T
+	c *harness.Cluster
+}
+
+// schedulerConfig is the shipped configuration with the stock profile
+// added and the test cluster's connection settings.
+func schedulerConfig(t testing.TB, kubeconfig string) string {
+	t.Helper()
+	shipped, err := os.ReadFile("../../deploy/scheduler-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(shipped) + fmt.Sprintf(`- schedulerName: default-scheduler
+leaderElection:
+  leaderElect: false
+clientConnection:
+  kubeconfig: %s
+  qps: 5000
+  burst: 5000
+`, kubeconfig)
+}
+
+func newEnv(t *testing.T, nodes []trace.Node, profileYAML string) *env {
+	t.Helper()
+	c := harness.NewForTest(t, harness.Options{})
+	ctx := t.Context()
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	e := &env{t: t, c: c}
+	if profileYAML != "" {
+		e.setProfile(profileYAML)
+	}
+	if _, err := c.AddNodes(ctx, nodes, harness.NodeOptions{NoExporters: true, Heartbeat: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{
+		Config: schedulerConfig(t, c.Kubeconfig), Plugins: schedplugins.Options(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) setProfile(doc string) {
+	e.t.Helper()
+	cms := e.c.Client.CoreV1().ConfigMaps("kube-system")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: profile.DefaultConfigMapName},
+		Data: map[string]string{profile.ConfigMapKey: doc}}
+	if _, err := cms.Update(e.t.Context(), cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+		_, err = cms.Create(e.t.Context(), cm, metav1.CreateOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// gpuNodes are n hosts with 8 GPUs each.
+func gpuNodes(prefix string, n int, labels func(i int) map[string]string) []trace.Node {
+	out := make([]trace.Node, n)
+	for i := range out {
+		out[i] = trace.Node{Name: fmt.Sprintf("%s%02d", prefix, i), GPUs: 8, GPUModel: "H100", CPUMilli: 128000, MemoryMiB: 1 << 20}
+		if labels != nil {
+			out[i].Labels = labels(i)
+		}
+	}
+	return out
+}
+
+type podOpt func(*corev1.Pod)
+
+func inGang(name string) podOpt {
+	return func(p *corev1.Pod) { p.Labels[podgroup.LabelPodGroup] = name }
+}
+
+func inQueue(q string) podOpt {
+	return func(p *corev1.Pod) { p.Labels["kueue.x-k8s.io/queue-name"] = q }
+}
+
+func gated(p *corev1.Pod) {
+	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "schedloop.io/test-hold"}}
+}
+
+func annotated(k, v string) podOpt {
+	return func(p *corev1.Pod) { p.Annotations[k] = v }
+}
+
+func (e *env) pod(name, scheduler string, gpus int64, opts ...podOpt) {
+	e.t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{}, Annotations: map[string]string{}},
+		Spec: corev1.PodSpec{
+			SchedulerName: scheduler,
+			Containers: []corev1.Container{{Name: "main", Image: "train:1", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+				Limits:   corev1.ResourceList{harness.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI)},
+			}}},
+		},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	if _, err := e.c.Client.CoreV1().Pods(ns).Create(e.t.Context(), p, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) gang(name, scheduler string, members int, gpus int64, timeout int32, opts ...podOpt) {
+	e.t.Helper()
+	pg := podgroup.New(ns, name, int32(members))
+	if timeout > 0 {
+		pg.Spec.ScheduleTimeoutSeconds = ptr.To(timeout)
+	}
+	if _, err := podgroup.Create(e.t.Context(), e.c.Dynamic, pg); err != nil {
+		e.t.Fatal(err)
+	}
+	for i := range members {
+		e.pod(fmt.Sprintf("%s-%d", name, i), scheduler, gpus, append([]podOpt{inGang(name)}, opts...)...)
+	}
+}
+
+// placement maps pod name to node for pods whose name starts with prefix.
+func (e *env) placement(prefix string) (bound map[string]string, pending int) {
+	e.t.Helper()
+	pods, err := e.c.Client.CoreV1().Pods(ns).List(e.t.Context(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	bound = map[string]string{}
+	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Name, prefix) {
+			continue
+		}
+		if p.Spec.NodeName != "" {
+			bound[p.Name] = p.Spec.NodeName
+		} else {
+			pending++
+		}
+	}
+	return bound, pending
+}
+
+func (e *env) waitBound(prefix string, want int) map[string]string {
+	e.t.Helper()
+	var bound map[string]string
+	e.waitFor(fmt.Sprintf("%d pods %s* bound", want, prefix), func() bool {
+		bound, _ = e.placement(prefix)
+		return len(bound) >= want
+	})
+	return bound
+}
+
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.t.Context(), 100*time.Millisecond, 60*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		e.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// waitReason waits for a FailedScheduling event on pod whose note contains want.
+func (e *env) waitReason(pod, want string) string {
+	e.t.Helper()
+	var note string
+	e.waitFor(fmt.Sprintf("FailedScheduling on %s containing %q", pod, want), func() bool {
+		evs, err := e.c.Client.EventsV1().Events(ns).List(e.t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, ev := range evs.Items {
+			if ev.Regarding.Name == pod && ev.Reason == "FailedScheduling" && strings.Contains(ev.Note, want) {
+				note = ev.Note
+				return true
+			}
+		}
+		return false
+	})
+	return note
+}
+
+func (e *env) deletePods(prefix string) {
+	e.t.Helper()
+	pods, err := e.c.Client.CoreV1().Pods(ns).List(e.t.Context(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, prefix) {
+			if err := e.c.Client.CoreV1().Pods(ns).Delete(e.t.Context(), p.Name, *metav1.NewDeleteOptions(0)); err != nil && !apierrors.IsNotFound(err) {
+				e.t.Fatal(err)
+			}
+		}
+	}
+	e.waitFor("pods "+prefix+"* gone", func() bool {
+		b, p := e.placement(prefix)
+		return len(b) == 0 && p == 0
+	})
+}
+
+func nodesOf(bound map[string]string) []string {
+	var out []string
+	for _, n := range bound {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,470 @@
+// Package core is the gang manager behind the gang plugin: it knows each
+// PodGroup's members (from the scheduler's pod informer, indexed by the
+// scheduler-plugins label), which of them hold reservations, which gangs are
+// blocked or backing off, the topology plan of a gang being placed, and it
+// keeps each PodGroup's status current. The plugin is a thin adapter over it.
+//
+// Placement rules (does a gang fit, where should it go) are not here; they
+// are internal/scoring's.
+package core
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
+	"github.com/schedloop/schedloop/internal/scoring"
+)
+
+// IndexPodGroup indexes pods by namespace/pod-group.
+const IndexPodGroup = "schedloop.io/pod-group"
+
+// Handle is the part of the framework handle the manager uses.
+type Handle interface {
+	IterateOverWaitingPods(func(fwk.WaitingPod))
+	Activate(logger klog.Logger, pods map[string]*v1.Pod)
+}
+
+// Manager tracks gangs for one scheduling profile.
+type Manager struct {
+	handle  Handle
+	pods    cache.Indexer
+	groups  cache.GenericLister
+	dyn     dynamic.Interface
+	now     func() time.Time
+	backoff time.Duration
+	status  workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.Mutex
+	gangs   map[string]*gang
+	blocked map[string]struct{}
+}
+
+type gang struct {
+	reserved map[types.UID]struct{}
+	demand   scoring.GangDemand // per-member request and minMember
+	plan     *scoring.GangPlan
+	// admitted: minMember reached; the members hold what they need and no
+	// longer compete for admission.
+	admitted    bool
+	deniedUntil time.Time
+	denyReason  string
+}
+
+// Options configure a Manager.
+type Options struct {
+	Handle Handle
+	// PodInformer is the scheduler's pod informer; New adds the pod-group
+	// index, so it must not have started yet.
+	PodInformer cache.SharedIndexInformer
+	Dynamic     dynamic.Interface
+	// Backoff is how long a gang whose reservations were released is refused
+	// before it may try again, so a competing gang gets its turn.
+	Backoff time.Duration
+	Now     func() time.Time
+}
+
+// New builds a Manager, starts the PodGroup informer and waits (up to 30 s)
+// for it to sync. Everything stops with ctx.
+func New(ctx context.Context, o Options) (*Manager, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	var err error
+	if _, done := o.PodInformer.GetIndexer().GetIndexers()[IndexPodGroup]; !done {
+		err = o.PodInformer.AddIndexers(cache.Indexers{IndexPodGroup: indexPodGroup})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("index pods by pod group: %w", err)
+	}
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(o.Dynamic, 0)
+	groupInformer := factory.ForResource(podgroup.GVR)
+	m := &Manager{
+		handle: o.Handle, pods: o.PodInformer.GetIndexer(), groups: groupInformer.Lister(), dyn: o.Dynamic,
+		now: o.Now, backoff: o.Backoff,
+		status: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "schedloop_podgroup_status"}),
+		gangs: map[string]*gang{}, blocked: map[string]struct{}{},
+	}
+	_, err = o.PodInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    m.podChanged,
+		UpdateFunc: func(old, cur any) { m.podChanged(cur) },
+		DeleteFunc: m.podDeleted,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch gang pods: %w", err)
+	}
+	factory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), groupInformer.Informer().HasSynced) {
+		klog.FromContext(ctx).Info("PodGroup informer not synced; is the scheduling.x-k8s.io PodGroup CRD installed?")
+	}
+	go m.runStatus(ctx)
+	go func() {
+		<-ctx.Done()
+		m.status.ShutDown()
+		factory.Shutdown()
+	}()
+	return m, nil
+}
+
+func indexPodGroup(obj any) ([]string, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if key, _, ok := nodeview.GangKey(pod); ok {
+		return []string{key}, nil
+	}
+	return nil, nil
+}
+
+// SetBackoff sets how long a released gang is refused.
+func (m *Manager) SetBackoff(d time.Duration) {
+	m.mu.Lock()
+	m.backoff = d
+	m.mu.Unlock()
+}
+
+// PodGroup reads a gang's PodGroup from the informer cache.
+func (m *Manager) PodGroup(namespace, name string) (*podgroup.PodGroup, error) {
+	obj, err := m.groups.ByNamespace(namespace).Get(name)
+	if err != nil {
+		return nil, err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("podgroup %s/%s: unexpected %T in cache", namespace, name, obj)
+	}
+	return podgroup.FromUnstructured(u)
+}
+
+// Counts are a gang's members as the manager sees them.
+type Counts struct {
+	All     int // pods labelled into the gang, not finished
+	Placed  int // bound, or holding a reservation in this scheduler
+	Running int
+}
+
+// Count counts key's members.
+func (m *Manager) Count(key string) Counts {
+	objs, _ := m.pods.ByIndex(IndexPodGroup, key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gangs[key]
+	var c Counts
+	for _, obj := range objs {
+		pod := obj.(*v1.Pod)
+		if pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+			continue
+		}
+		c.All++
+		_, reserved := g.reservedHas(pod.UID)
+		if pod.Spec.NodeName != "" || reserved {
+			c.Placed++
+		}
+		if pod.Status.Phase == v1.PodRunning {
+			c.Running++
+		}
+	}
+	return c
+}
+
+func (g *gang) reservedHas(uid types.UID) (struct{}, bool) {
+	if g == nil {
+		return struct{}{}, false
+	}
+	v, ok := g.reserved[uid]
+	return v, ok
+}
+
+func (m *Manager) gang(key string) *gang {
+	g := m.gangs[key]
+	if g == nil {
+		g = &gang{reserved: map[types.UID]struct{}{}}
+		m.gangs[key] = g
+	}
+	return g
+}
+
+// Reserving reports whether key has members holding reservations.
+func (m *Manager) Reserving(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gangs[key]
+	return g != nil && len(g.reserved) > 0
+}
+
+// OthersReserving lists what gangs other than key, already holding
+// reservations, still need: the demand a new gang must leave room for.
+func (m *Manager) OthersReserving(key string) []scoring.GangDemand {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []scoring.GangDemand
+	for k, g := range m.gangs {
+		if k == key || len(g.reserved) == 0 || g.admitted {
+			continue
+		}
+		if left := g.demand.Members - len(g.reserved); left > 0 {
+			out = append(out, scoring.GangDemand{Request: g.demand.Request, Members: left})
+		}
+	}
+	return out
+}
+
+// Block records that key was refused because other gangs were reserving;
+// it is woken when any gang releases or completes.
+func (m *Manager) Block(key string) {
+	m.mu.Lock()
+	m.blocked[key] = struct{}{}
+	m.mu.Unlock()
+}
+
+// Denied reports whether key is backing off after a release, and why.
+func (m *Manager) Denied(key string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gangs[key]
+	if g == nil || !m.now().Before(g.deniedUntil) {
+		return "", false
+	}
+	return g.denyReason, true
+}
+
+// Plan is the topology plan of key's current placement attempt, if any.
+func (m *Manager) Plan(key string) (*scoring.GangPlan, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gangs[key]
+	if g == nil || g.plan == nil {
+		return nil, false
+	}
+	return g.plan, true
+}
+
+// SetPlan records the topology plan for key's current attempt.
+func (m *Manager) SetPlan(key string, p *scoring.GangPlan) {
+	m.mu.Lock()
+	m.gang(key).plan = p
+	m.mu.Unlock()
+}
+
+// Reserve records that pod holds a reservation; demand is its gang's
+// per-member request and minMember. On the gang's first reservation the
+// rest of its members are moved to the active queue.
+func (m *Manager) Reserve(pod *v1.Pod, key string, demand scoring.GangDemand) {
+	m.mu.Lock()
+	g := m.gang(key)
+	first := len(g.reserved) == 0
+	g.reserved[pod.UID] = struct{}{}
+	g.demand = demand
+	m.mu.Unlock()
+	if first {
+		m.activate(key)
+	}
+	m.status.Add(key)
+}
+
+// Unreserve drops pod's reservation.
+func (m *Manager) Unreserve(pod *v1.Pod, key string) {
+	m.mu.Lock()
+	if g := m.gangs[key]; g != nil {
+		delete(g.reserved, pod.UID)
+	}
+	m.mu.Unlock()
+	m.status.Add(key)
+}
+
+// activate moves key's members that are still waiting for a scheduling
+// attempt to the active queue, so a gang is placed back to back.
+func (m *Manager) activate(key string) {
+	objs, _ := m.pods.ByIndex(IndexPodGroup, key)
+	pods := map[string]*v1.Pod{}
+	for _, obj := range objs {
+		if pod := obj.(*v1.Pod); pod.Spec.NodeName == "" {
+			pods[pod.Namespace+"/"+pod.Name] = pod
+		}
+	}
+	if len(pods) > 0 {
+		m.handle.Activate(klog.Background(), pods)
+	}
+}
+
+// AllowWaiting lets every member of key waiting at Permit proceed to bind.
+func (m *Manager) AllowWaiting(key, plugin string) {
+	m.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if k, _, ok := nodeview.GangKey(wp.GetPod()); ok && k == key {
+			wp.Allow(plugin)
+		}
+	})
+	m.complete(key)
+}
+
+// complete ends key's placement attempt and wakes blocked gangs.
+func (m *Manager) complete(key string) {
+	m.mu.Lock()
+	if g := m.gangs[key]; g != nil {
+		g.plan, g.admitted = nil, true
+	}
+	m.mu.Unlock()
+	m.wakeBlocked()
+}
+
+// Release rejects every member of key waiting at Permit, so the whole
+// gang's reservations are returned, and refuses the gang for the backoff.
+// It is safe to call again while the rejected members unreserve.
+func (m *Manager) Release(key, plugin, reason string) {
+	m.mu.Lock()
+	g := m.gang(key)
+	g.plan, g.admitted = nil, false
+	if m.now().Before(g.deniedUntil) && len(g.reserved) == 0 {
+		m.mu.Unlock()
+		return
+	}
+	backoff := m.backoff
+	g.deniedUntil, g.denyReason = m.now().Add(backoff), reason
+	m.mu.Unlock()
+	m.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if k, _, ok := nodeview.GangKey(wp.GetPod()); ok && k == key {
+			wp.Reject(plugin, reason)
+		}
+	})
+	m.wakeBlocked()
+	m.status.Add(key)
+	// Nothing else may happen in the cluster to requeue the gang once its
+	// backoff ends, so wake it then.
+	time.AfterFunc(backoff, func() { m.activate(key) })
+}
+
+func (m *Manager) wakeBlocked() {
+	m.mu.Lock()
+	keys := make([]string, 0, len(m.blocked))
+	for k := range m.blocked {
+		keys = append(keys, k)
+	}
+	clear(m.blocked)
+	m.mu.Unlock()
+	for _, k := range keys {
+		m.activate(k)
+	}
+}
+
+func (m *Manager) podChanged(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	key, _, ok := nodeview.GangKey(pod)
+	if !ok {
+		return
+	}
+	if pod.Spec.NodeName != "" {
+		// Bound: the informer counts it from now on.
+		m.mu.Lock()
+		if g := m.gangs[key]; g != nil {
+			delete(g.reserved, pod.UID)
+		}
+		m.mu.Unlock()
+	}
+	m.status.Add(key)
+}
+
+func (m *Manager) podDeleted(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	if key, _, ok := nodeview.GangKey(pod); ok {
+		m.mu.Lock()
+		if g := m.gangs[key]; g != nil {
+			delete(g.reserved, pod.UID)
+		}
+		m.mu.Unlock()
+		m.status.Add(key)
+		if pod.Spec.NodeName != "" {
+			m.wakeBlocked()
+		}
+	}
+}
+
+// Phase derives a PodGroup phase from its counts, as scheduler-plugins'
+// PodGroup controller does.
+func Phase(c Counts, minMember int) string {
+	switch {
+	case c.Placed >= minMember && c.Running >= minMember:
+		return podgroup.PhaseRunning
+	case c.Placed >= minMember:
+		return podgroup.PhaseScheduled
+	case c.Placed > 0:
+		return podgroup.PhaseScheduling
+	case c.All >= minMember:
+		return podgroup.PhasePreScheduling
+	default:
+		return podgroup.PhasePending
+	}
+}
+
+func (m *Manager) runStatus(ctx context.Context) {
+	for {
+		key, quit := m.status.Get()
+		if quit {
+			return
+		}
+		if err := m.syncStatus(ctx, key); err != nil {
+			klog.FromContext(ctx).V(4).Info("PodGroup status update failed; retrying", "podGroup", key, "err", err)
+			m.status.AddRateLimited(key)
+		} else {
+			m.status.Forget(key)
+		}
+		m.status.Done(key)
+	}
+}
+
+func (m *Manager) syncStatus(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	pg, err := m.PodGroup(ns, name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	c := m.Count(key)
+	next := pg.Status
+	next.Phase = Phase(c, int(pg.Spec.MinMember))
+	next.Scheduled = int32(c.Placed)
+	next.Running = int32(c.Running)
+	if next.ScheduleStartTime == nil && c.Placed > 0 {
+		t := metav1.NewTime(m.now())
+		next.ScheduleStartTime = &t
+	}
+	if equality.Semantic.DeepEqual(next, pg.Status) {
+		return nil
+	}
+	pg = pg.DeepCopy()
+	pg.Status = next
+	_, err = podgroup.UpdateStatus(ctx, m.dyn, pg)
+	return err
+}

@@ -1,0 +1,236 @@
+// Package gang is the all-or-nothing plugin for PodGroups of the
+// scheduler-plugins API (label scheduling.x-k8s.io/pod-group, minMember,
+// scheduleTimeoutSeconds). It is a thin adapter over core.Manager and
+// scoring.GangFit:
+//
+//   - PreFilter refuses a member while its gang has fewer than minMember
+//     pods, while it backs off after a release, and when the gang's
+//     outstanding members do not fit beside the gangs already reserving
+//     (so two gangs that cannot both fit never both hold GPUs);
+//   - Reserve/Permit hold members until minMember are placed;
+//   - Unreserve and PostFilter release the whole gang's reservations.
+//
+// Pods of the Kubernetes Workload API (spec.schedulingGroup) are left to
+// the in-tree GangScheduling plugin, which the same profile keeps enabled
+// where the GenericWorkload feature is on.
+package gang
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/reasons"
+	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
+	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
+	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
+	"github.com/schedloop/schedloop/internal/scoring"
+)
+
+// Name is the plugin's name in KubeSchedulerConfiguration.
+const Name = "SchedloopGang"
+
+// Args configure the plugin.
+type Args struct {
+	// TimeoutSeconds is how long members wait at Permit for the rest of
+	// their gang when neither the PodGroup (scheduleTimeoutSeconds) nor the
+	// active profile (gangTimeoutSeconds) says. Default 60.
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// BackoffSeconds is how long a gang whose reservations were released is
+	// refused before trying again. Default 2.
+	BackoffSeconds int `json:"backoffSeconds,omitempty"`
+}
+
+// SetDefaults fills unset fields.
+func (a *Args) SetDefaults() {
+	if a.TimeoutSeconds == 0 {
+		a.TimeoutSeconds = 60
+	}
+	if a.BackoffSeconds == 0 {
+		a.BackoffSeconds = 2
+	}
+}
+
+// ValidateArgs names the first invalid field.
+func ValidateArgs(a Args) error {
+	if a.TimeoutSeconds < 1 || a.TimeoutSeconds > 24*60*60 {
+		return fmt.Errorf("%s args: timeoutSeconds: %d is outside 1..86400", Name, a.TimeoutSeconds)
+	}
+	if a.BackoffSeconds < 0 || a.BackoffSeconds > 600 {
+		return fmt.Errorf("%s args: backoffSeconds: %d is outside 0..600", Name, a.BackoffSeconds)
+	}
+	return nil
+}
+
+// DecodeArgs decodes, defaults and validates plugin args.
+func DecodeArgs(obj runtime.Object) (Args, error) {
+	var a Args
+	if err := frameworkruntime.DecodeInto(obj, &a); err != nil {
+		return a, fmt.Errorf("%s args: %w", Name, err)
+	}
+	a.SetDefaults()
+	return a, ValidateArgs(a)
+}
+
+// Gang is the plugin.
+type Gang struct {
+	args    Args
+	mgr     *core.Manager
+	profile *profilewatch.Holder
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &Gang{}
+	_ fwk.PostFilterPlugin  = &Gang{}
+	_ fwk.ReservePlugin     = &Gang{}
+	_ fwk.PermitPlugin      = &Gang{}
+	_ fwk.EnqueueExtensions = &Gang{}
+)
+
+// New builds the plugin over a shared manager (see schedplugins.Set).
+func New(obj runtime.Object, mgr *core.Manager, holder *profilewatch.Holder) (*Gang, error) {
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &Gang{args: args, mgr: mgr, profile: holder}, nil
+}
+
+// Name implements fwk.Plugin.
+func (g *Gang) Name() string { return Name }
+
+// EventsToRegister says what may make a refused member schedulable: a new
+// member, a PodGroup created or changed, resources freed.
+func (g *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	pg := fwk.EventResource(fmt.Sprintf("podgroups.%s.%s", podgroup.Version, podgroup.Group))
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}},
+		{Event: fwk.ClusterEvent{Resource: pg, ActionType: fwk.Add | fwk.Update}},
+	}, nil
+}
+
+const stateKey fwk.StateKey = Name
+
+type cycleGang struct {
+	key, name string
+	min       int
+	timeout   time.Duration
+	req       scoring.Request
+}
+
+func (c *cycleGang) Clone() fwk.StateData { return c }
+
+func readGang(state fwk.CycleState) *cycleGang {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil
+	}
+	return d.(*cycleGang)
+}
+
+// PreFilter admits a gang member, or says plainly why its gang cannot start.
+func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	key, name, ok := nodeview.GangKey(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	pg, err := g.mgr.PodGroup(pod.Namespace, name)
+	if apierrors.IsNotFound(err) {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %s not found", key))
+	} else if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	minMember := max(int(pg.Spec.MinMember), 1)
+	if why, denied := g.mgr.Denied(key); denied {
+		return nil, fwk.NewStatus(fwk.Unschedulable, why)
+	}
+	c := g.mgr.Count(key)
+	if c.All < minMember {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasons.GangIncomplete(pod.Namespace, name, c.All, minMember))
+	}
+	req := nodeview.Request(pod)
+	if outstanding := minMember - c.Placed; outstanding > 0 && !g.mgr.Reserving(key) {
+		fit := scoring.GangFit(nodeview.Nodes(nodes, nil), g.mgr.OthersReserving(key), req, outstanding)
+		if fit < outstanding {
+			g.mgr.Block(key)
+			return nil, fwk.NewStatus(fwk.Unschedulable, reasons.GangIncomplete(pod.Namespace, name, c.Placed+fit, minMember))
+		}
+	}
+	state.Write(stateKey, &cycleGang{key: key, name: name, min: minMember, req: req, timeout: g.timeout(state, pg)})
+	return nil, nil
+}
+
+// timeout: the PodGroup's own scheduleTimeoutSeconds, else the active
+// profile's gangTimeoutSeconds, else the plugin default.
+func (g *Gang) timeout(state fwk.CycleState, pg *podgroup.PodGroup) time.Duration {
+	if s := pg.Spec.ScheduleTimeoutSeconds; s != nil && *s > 0 {
+		return time.Duration(*s) * time.Second
+	}
+	if s := profilewatch.ForCycle(state, g.profile).Doc.GangTimeoutSeconds; s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return time.Duration(g.args.TimeoutSeconds) * time.Second
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (g *Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// PostFilter releases the gang when a member finds no node while others
+// already hold reservations: waiting for the timeout would only keep GPUs
+// idle.
+func (g *Gang) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	cg := readGang(state)
+	if cg == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	c := g.mgr.Count(cg.key)
+	if g.mgr.Reserving(cg.key) && c.Placed < cg.min {
+		why := reasons.GangIncomplete(pod.Namespace, cg.name, c.Placed, cg.min)
+		g.mgr.Release(cg.key, Name, why)
+		return nil, fwk.NewStatus(fwk.Unschedulable, why)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// Reserve records the member's reservation.
+func (g *Gang) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	if cg := readGang(state); cg != nil {
+		g.mgr.Reserve(pod, cg.key, scoring.GangDemand{Request: cg.req, Members: cg.min})
+	}
+	return nil
+}
+
+// Unreserve returns the member's reservation and releases the rest of its gang.
+func (g *Gang) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
+	cg := readGang(state)
+	if cg == nil {
+		return
+	}
+	g.mgr.Unreserve(pod, cg.key)
+	c := g.mgr.Count(cg.key)
+	g.mgr.Release(cg.key, Name, reasons.GangIncomplete(pod.Namespace, cg.name, c.Placed, cg.min))
+}
+
+// Permit holds the member until minMember of its gang are placed, then lets
+// the whole gang bind.
+func (g *Gang) Permit(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
+	cg := readGang(state)
+	if cg == nil {
+		return nil, 0
+	}
+	c := g.mgr.Count(cg.key)
+	if c.Placed >= cg.min {
+		g.mgr.AllowWaiting(cg.key, Name)
+		return nil, 0
+	}
+	return fwk.NewStatus(fwk.Wait, reasons.GangIncomplete(pod.Namespace, cg.name, c.Placed, cg.min)), cg.timeout
+}

@@ -1,0 +1,115 @@
+package schedplugins_test
+
+import (
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/schedloop/schedloop/internal/podgroup"
+)
+
+// A 64-pod gang on 8-GPU nodes lands whole or not at all; the stock profile
+// binds what fits and leaves the rest pending while holding GPUs.
+func TestGang64WholeOrNothing(t *testing.T) {
+	e := newEnv(t, gpuNodes("n", 8, nil), "")
+	e.pod("blocker", ours, 8)
+	e.waitBound("blocker", 1)
+
+	e.gang("big", ours, 64, 1, 0)
+	note := e.waitReason("big-0", "gang default/big incomplete: 56/64 members")
+	t.Logf("ours with 56 GPUs free: %s", note)
+	if bound, _ := e.placement("big-"); len(bound) != 0 {
+		t.Fatalf("our profile bound %d of 64 members with only 56 GPUs free", len(bound))
+	}
+
+	e.gang("stock", stock, 64, 1, 0)
+	e.waitBound("stock-", 56)
+	stockBound, stockPending := e.placement("stock-")
+	t.Logf("stock profile on the same workload: %d bound, %d pending (a partial gang holding 56 GPUs)", len(stockBound), stockPending)
+	if len(stockBound) != 56 || stockPending != 8 {
+		t.Fatalf("stock profile: %d bound, %d pending; want the partial 56/8", len(stockBound), stockPending)
+	}
+	e.deletePods("stock-")
+	e.deletePods("blocker")
+
+	bound := e.waitBound("big-", 64)
+	if n := len(nodesOf(bound)); n != 8 {
+		t.Fatalf("64 one-GPU members on %d nodes, want 8", n)
+	}
+	e.waitFor("PodGroup big status", func() bool {
+		pg, err := podgroup.Get(t.Context(), e.c.Dynamic, ns, "big")
+		return err == nil && pg.Status.Scheduled == 64 &&
+			(pg.Status.Phase == podgroup.PhaseScheduled || pg.Status.Phase == podgroup.PhaseRunning)
+	})
+}
+
+// Two gangs that cannot both fit: one runs, the other waits holding nothing,
+// then runs when the first finishes. The stock profile splits the GPUs
+// between them and neither completes.
+func TestCompetingGangsDoNotDeadlock(t *testing.T) {
+	e := newEnv(t, gpuNodes("n", 2, nil), "")
+	e.gang("a", ours, 2, 8, 0)
+	e.gang("b", ours, 2, 8, 0)
+	var winner, loser string
+	e.waitFor("one gang bound", func() bool {
+		a, _ := e.placement("a-")
+		b, _ := e.placement("b-")
+		switch {
+		case len(a) == 2:
+			winner, loser = "a", "b"
+		case len(b) == 2:
+			winner, loser = "b", "a"
+		}
+		return winner != ""
+	})
+	e.waitReason(loser+"-0", "gang default/"+loser+" incomplete: 0/2 members")
+	if b, _ := e.placement(loser + "-"); len(b) != 0 {
+		t.Fatalf("waiting gang %s has %d members bound", loser, len(b))
+	}
+	e.deletePods(winner + "-")
+	e.waitBound(loser+"-", 2)
+	e.deletePods(loser + "-")
+
+	// The stock profile, same workload, members arriving interleaved.
+	for i := range 2 {
+		for _, g := range []string{"c", "d"} {
+			e.pod(g+"-"+string(rune('0'+i)), stock, 8, inGang(g))
+		}
+	}
+	e.waitBound("c-", 1)
+	e.waitBound("d-", 1)
+	c, _ := e.placement("c-")
+	d, _ := e.placement("d-")
+	t.Logf("stock profile: gang c %d/2 bound, gang d %d/2 bound (each holds 8 GPUs; neither can complete)", len(c), len(d))
+	if len(c) != 1 || len(d) != 1 {
+		t.Fatalf("stock profile: c %d, d %d bound; want the 1/1 deadlock", len(c), len(d))
+	}
+}
+
+// Members held at Permit are released when the gang times out: their GPUs
+// go to a pod that needs them.
+func TestGangTimeoutReleasesReservations(t *testing.T) {
+	e := newEnv(t, gpuNodes("n", 3, nil), "")
+	// Three members declared and room for them; the third is gated and never
+	// reaches the scheduler, so the two others reserve two nodes and wait.
+	pg := podgroup.New(ns, "slow", 3)
+	pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](2)
+	if _, err := podgroup.Create(t.Context(), e.c.Dynamic, pg); err != nil {
+		t.Fatal(err)
+	}
+	e.pod("slow-0", ours, 8, inGang("slow"))
+	e.pod("slow-1", ours, 8, inGang("slow"))
+	e.pod("slow-gated", ours, 8, inGang("slow"), gated)
+	e.waitFor("gang slow holding both nodes", func() bool {
+		g, err := podgroup.Get(t.Context(), e.c.Dynamic, ns, "slow")
+		return err == nil && g.Status.Scheduled == 2
+	})
+	e.waitReason("slow-0", "gang default/slow incomplete: ")
+	for _, name := range []string{"needy-a", "needy-b", "needy-c"} {
+		e.pod(name, ours, 8)
+	}
+	e.waitBound("needy-", 3)
+	if b, _ := e.placement("slow-"); len(b) != 0 {
+		t.Fatalf("timed-out gang has %d members bound", len(b))
+	}
+}

@@ -1,0 +1,154 @@
+// Package nodeview translates the scheduling framework's view of pods and
+// nodes into internal/scoring's plain structs, and reads the labels that put
+// a pod in a gang or a queue. It holds no placement rule.
+package nodeview
+
+import (
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/scoring"
+)
+
+const (
+	// ResourceGPU is the whole-GPU extended resource.
+	ResourceGPU v1.ResourceName = "nvidia.com/gpu"
+	// LabelGPUProduct is the GPU model label GPU feature discovery sets.
+	LabelGPUProduct = "nvidia.com/gpu.product"
+	// AnnotationGPUMilli on a pod asking for one GPU says it needs only
+	// this share of the device (1..999 milli-GPU).
+	AnnotationGPUMilli = "schedloop.io/gpu-milli"
+	// LabelQueue is Kueue's queue label, which schedloop accepts as is.
+	LabelQueue = "kueue.x-k8s.io/queue-name"
+)
+
+// Request is what pod asks of a node, in scoring's terms.
+func Request(pod *v1.Pod) scoring.Request {
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	r := scoring.Request{CPUMilli: reqs.Cpu().MilliValue(), MemoryMiB: reqs.Memory().Value() >> 20}
+	if q, ok := reqs[ResourceGPU]; ok {
+		r.GPUs = int(q.Value())
+	}
+	if r.GPUs == 1 {
+		r.GPUMilli = gpuMilli(pod)
+	}
+	r.GPUModels = gpuModels(pod)
+	return r
+}
+
+func gpuMilli(pod *v1.Pod) int {
+	s, ok := pod.Annotations[AnnotationGPUMilli]
+	if !ok {
+		return 0
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 || v >= scoring.MilliPerGPU {
+		return 0
+	}
+	return v
+}
+
+// gpuModels reads a GPU model restriction written the simple ways: a
+// nodeSelector on the product label, or one required affinity term with an
+// In expression on it. Anything richer is left to the NodeAffinity filter.
+func gpuModels(pod *v1.Pod) []string {
+	if m, ok := pod.Spec.NodeSelector[LabelGPUProduct]; ok {
+		return []string{m}
+	}
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 {
+		return nil
+	}
+	for _, e := range terms[0].MatchExpressions {
+		if e.Key == LabelGPUProduct && e.Operator == v1.NodeSelectorOpIn {
+			return e.Values
+		}
+	}
+	return nil
+}
+
+// Node builds the scoring view of a node: free CPU and memory from the
+// framework's accounting, and per-device GPU occupancy rebuilt from the pods
+// on it (whole-GPU pods take whole devices, shared pods are packed onto the
+// tightest device, in pod order). levels are the topology label keys,
+// outermost first; a node missing one belongs to no domain.
+func Node(ni fwk.NodeInfo, levels []string) *scoring.Node {
+	node := ni.Node()
+	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	n := &scoring.Node{
+		Name:          node.Name,
+		GPUModel:      node.Labels[LabelGPUProduct],
+		CPUMilliCap:   alloc.GetMilliCPU(),
+		CPUMilliFree:  alloc.GetMilliCPU() - used.GetMilliCPU(),
+		MemoryMiBCap:  alloc.GetMemory() >> 20,
+		MemoryMiBFree: (alloc.GetMemory() - used.GetMemory()) >> 20,
+	}
+	if len(levels) > 0 {
+		domains := make([]string, 0, len(levels))
+		for _, key := range levels {
+			v, ok := node.Labels[key]
+			if !ok {
+				break
+			}
+			domains = append(domains, v)
+		}
+		n.Domains = domains
+	}
+	gpus := int(alloc.GetScalarResources()[ResourceGPU])
+	if gpus <= 0 {
+		return n
+	}
+	n.GPUFree = make([]int, gpus)
+	for i := range n.GPUFree {
+		n.GPUFree[i] = scoring.MilliPerGPU
+	}
+	whole := int(used.GetScalarResources()[ResourceGPU])
+	var shared []int
+	for _, pi := range ni.GetPods() {
+		if m := gpuMilli(pi.GetPod()); m > 0 {
+			shared = append(shared, m)
+		}
+	}
+	whole = min(max(whole-len(shared), 0), gpus)
+	for i := 0; i < whole; i++ {
+		n.GPUFree[i] = 0
+	}
+	for _, m := range shared {
+		if d := scoring.BestFitDevices(n, scoring.Request{GPUs: 1, GPUMilli: m}); len(d) == 1 {
+			n.GPUFree[d[0]] -= m
+		}
+	}
+	return n
+}
+
+// Nodes builds the scoring view of each node.
+func Nodes(nis []fwk.NodeInfo, levels []string) []*scoring.Node {
+	out := make([]*scoring.Node, 0, len(nis))
+	for _, ni := range nis {
+		if ni.Node() != nil {
+			out = append(out, Node(ni, levels))
+		}
+	}
+	return out
+}
+
+// GangKey is namespace/name of the PodGroup pod belongs to, through the
+// scheduler-plugins label.
+func GangKey(pod *v1.Pod) (key, name string, ok bool) {
+	name = pod.Labels[podgroup.LabelPodGroup]
+	if name == "" {
+		return "", "", false
+	}
+	return pod.Namespace + "/" + name, name, true
+}
+
+// Queue is the queue pod is submitted to, "" for none.
+func Queue(pod *v1.Pod) string { return pod.Labels[LabelQueue] }

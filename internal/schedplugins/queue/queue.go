@@ -1,0 +1,153 @@
+// Package queue is the queue-limit plugin: pods name their queue with
+// Kueue's label (kueue.x-k8s.io/queue-name), the active profile gives each
+// queue a GPU limit and optionally a limit on running gangs, and PreFilter
+// keeps a pod waiting with the stable reason "queue <name> at limit <n>
+// GPUs" while admitting it would exceed its queue's limit.
+//
+// Within a queue, pods are tried in the scheduler's queue order (priority,
+// then arrival: the stock PrioritySort); a smaller pod that fits may pass a
+// larger one that does not. Queues the profile does not list are unlimited.
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/schedloop/schedloop/internal/reasons"
+	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
+	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
+	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
+)
+
+// Name is the plugin's name in KubeSchedulerConfiguration.
+const Name = "SchedloopQueue"
+
+// GangLimitFormat: queue name, the queue's running-gang limit.
+const GangLimitFormat = "queue %s at limit %d running gangs"
+
+// Queue is the plugin.
+type Queue struct {
+	ledger  *ledger
+	mgr     *core.Manager
+	profile *profilewatch.Holder
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &Queue{}
+	_ fwk.ReservePlugin     = &Queue{}
+	_ fwk.EnqueueExtensions = &Queue{}
+)
+
+// New builds the plugin; podInformer (the scheduler's) feeds the ledger
+// with bound pods. mgr, when set, supplies gangs' minMember.
+func New(podInformer cache.SharedIndexInformer, mgr *core.Manager, holder *profilewatch.Holder) (*Queue, error) {
+	q := &Queue{ledger: newLedger(), mgr: mgr, profile: holder}
+	if podInformer == nil {
+		return q, nil
+	}
+	_, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    q.podChanged,
+		UpdateFunc: func(_, cur any) { q.podChanged(cur) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				q.ledger.remove(pod.UID)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: watch pods: %w", Name, err)
+	}
+	return q, nil
+}
+
+// Name implements fwk.Plugin.
+func (q *Queue) Name() string { return Name }
+
+// EventsToRegister: a pod leaving frees its queue's share.
+func (q *Queue) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}},
+	}, nil
+}
+
+func (q *Queue) podChanged(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return
+	}
+	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		q.ledger.remove(pod.UID)
+		return
+	}
+	if e, ok := q.entry(pod); ok {
+		q.ledger.add(pod.UID, e)
+	}
+}
+
+func (q *Queue) entry(pod *v1.Pod) (entry, bool) {
+	name := nodeview.Queue(pod)
+	if name == "" {
+		return entry{}, false
+	}
+	gpus := nodeview.Request(pod).GPUs
+	e := entry{queue: name, gpus: gpus}
+	if key, group, ok := nodeview.GangKey(pod); ok {
+		e.gang = key
+		if q.mgr != nil {
+			if pg, err := q.mgr.PodGroup(pod.Namespace, group); err == nil {
+				e.declared = int(pg.Spec.MinMember) * gpus
+			}
+		}
+	}
+	return e, true
+}
+
+const stateKey fwk.StateKey = Name
+
+type cycleEntry struct{ e entry }
+
+func (c *cycleEntry) Clone() fwk.StateData { return c }
+
+// PreFilter keeps the pod waiting while its queue is at its limit.
+func (q *Queue) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	e, ok := q.entry(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(stateKey, &cycleEntry{e: e})
+	limit, ok := profilewatch.ForCycle(state, q.profile).Doc.Queues[e.queue]
+	if !ok {
+		return nil, nil
+	}
+	used, add, gangs, addGangs := q.ledger.extra(e)
+	if add > 0 && used+add > limit.MaxGPUs {
+		return nil, fwk.NewStatus(fwk.Unschedulable, reasons.QueueAtLimit(e.queue, limit.MaxGPUs))
+	}
+	if addGangs > 0 && limit.MaxRunningGangs > 0 && gangs+addGangs > limit.MaxRunningGangs {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(GangLimitFormat, e.queue, limit.MaxRunningGangs))
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (q *Queue) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Reserve charges the pod to its queue.
+func (q *Queue) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	if d, err := state.Read(stateKey); err == nil {
+		q.ledger.add(pod.UID, d.(*cycleEntry).e)
+	}
+	return nil
+}
+
+// Unreserve returns the pod's share.
+func (q *Queue) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	q.ledger.remove(pod.UID)
+}

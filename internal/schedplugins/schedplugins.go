@@ -1,0 +1,102 @@
+package schedplugins
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	"github.com/schedloop/schedloop/internal/schedplugins/gang"
+	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
+	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
+	"github.com/schedloop/schedloop/internal/schedplugins/queue"
+	"github.com/schedloop/schedloop/internal/schedplugins/topology"
+)
+
+// Set is one scheduler's worth of schedloop plugins: they share one profile
+// holder, and the plugins of one scheduling profile share one gang manager.
+type Set struct {
+	Profile *profilewatch.Holder
+
+	mu       sync.Mutex
+	managers map[fwk.Handle]*core.Manager
+}
+
+// NewSet returns a Set starting from the default profile.
+func NewSet() *Set {
+	return &Set{Profile: profilewatch.NewHolder(), managers: map[fwk.Handle]*core.Manager{}}
+}
+
+// Options registers every plugin of the set with kube-scheduler.
+func (s *Set) Options() []app.Option {
+	return []app.Option{
+		app.WithPlugin(profilewatch.Name, s.newProfile),
+		app.WithPlugin(gang.Name, s.newGang),
+		app.WithPlugin(topology.Name, s.newTopology),
+		app.WithPlugin(queue.Name, s.newQueue),
+	}
+}
+
+// Options registers a fresh Set's plugins: what cmd/scheduler uses.
+func Options() []app.Option { return NewSet().Options() }
+
+func (s *Set) newProfile(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	return profilewatch.New(ctx, obj, h, s.Profile)
+}
+
+func (s *Set) newGang(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := gang.DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := s.manager(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	mgr.SetBackoff(time.Duration(args.BackoffSeconds) * time.Second)
+	return gang.New(obj, mgr, s.Profile)
+}
+
+func (s *Set) newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	mgr, err := s.manager(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return topology.New(obj, h, mgr, s.Profile)
+}
+
+func (s *Set) newQueue(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	mgr, err := s.manager(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return queue.New(h.SharedInformerFactory().Core().V1().Pods().Informer(), mgr, s.Profile)
+}
+
+// manager returns the gang manager of h's scheduling profile, making it on
+// first use.
+func (s *Set) manager(ctx context.Context, h fwk.Handle) (*core.Manager, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.managers[h]; m != nil {
+		return m, nil
+	}
+	dyn, err := dynamic.NewForConfig(h.KubeConfig())
+	if err != nil {
+		return nil, fmt.Errorf("podgroup client: %w", err)
+	}
+	m, err := core.New(ctx, core.Options{
+		Handle: h, PodInformer: h.SharedInformerFactory().Core().V1().Pods().Informer(),
+		Dynamic: dyn, Backoff: 2 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.managers[h] = m
+	return m, nil
+}

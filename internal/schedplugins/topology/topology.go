@@ -1,0 +1,339 @@
+// Package topology is schedloop's Score plugin. It adapts
+// scoring.Scorer (fragmentation, packing, spread, topology distance and the
+// other terms, weighted by the hot-reloaded profile) to the framework, and
+// plans where each gang lands with scoring.PlanGang: the innermost domain of
+// the configured levels (ordered node-label keys, outermost first) that can
+// hold the gang beside the gangs already reserving. A required level keeps
+// a gang's members pending, with a topology reason, rather than spanning it.
+//
+// The framework picks at random among nodes with equal top scores. This
+// plugin folds scoring.Best's tie-break (highest score, then smallest node
+// name) into its integer scores, so with the default score plugins disabled
+// the live scheduler picks exactly the node the simulator picks.
+package topology
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/schedloop/schedloop/internal/reasons"
+	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
+	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
+	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
+	"github.com/schedloop/schedloop/internal/scoring"
+)
+
+// Name is the plugin's name in KubeSchedulerConfiguration.
+const Name = "SchedloopTopology"
+
+// Annotations on a gang's pods that require one topology level, naming it
+// by its label key. Kueue's is accepted as is.
+const (
+	AnnotationRequired      = "schedloop.io/topology-required"
+	AnnotationKueueRequired = "kueue.x-k8s.io/podset-required-topology"
+)
+
+// Args configure the plugin.
+type Args struct {
+	// Levels are node-label keys from the outermost topology level to the
+	// innermost (e.g. spine, rack, NVLink domain); the host is implicit
+	// below the last.
+	Levels []string `json:"levels,omitempty"`
+	// RequiredLevel, when set, is one of Levels (or kubernetes.io/hostname)
+	// every gang must stay within; pods may override it with an annotation.
+	RequiredLevel string `json:"requiredLevel,omitempty"`
+	// WorkloadRefreshSeconds is how often the typical pod mix the
+	// fragmentation term measures against is recomputed from the pods the
+	// scheduler knows. Default 30.
+	WorkloadRefreshSeconds int `json:"workloadRefreshSeconds,omitempty"`
+}
+
+// HostLevel names the implicit innermost level.
+const HostLevel = "kubernetes.io/hostname"
+
+// DefaultLevels are the labels schedloop's inventories and harness use.
+var DefaultLevels = []string{"topology.schedloop.io/spine", "topology.schedloop.io/rack", "topology.schedloop.io/nvlink-domain"}
+
+// SetDefaults fills unset fields.
+func (a *Args) SetDefaults() {
+	if a.Levels == nil {
+		a.Levels = slices.Clone(DefaultLevels)
+	}
+	if a.WorkloadRefreshSeconds == 0 {
+		a.WorkloadRefreshSeconds = 30
+	}
+}
+
+// ValidateArgs names the first invalid field.
+func ValidateArgs(a Args) error {
+	seen := sets.New[string]()
+	for i, l := range a.Levels {
+		if errs := validation.IsQualifiedName(l); len(errs) > 0 {
+			return fmt.Errorf("%s args: levels[%d] %q: %s", Name, i, l, errs[0])
+		}
+		if seen.Has(l) || l == HostLevel {
+			return fmt.Errorf("%s args: levels[%d] %q: listed twice (the host level is implicit)", Name, i, l)
+		}
+		seen.Insert(l)
+	}
+	if a.RequiredLevel != "" && levelIndex(a.Levels, a.RequiredLevel) < 0 {
+		return fmt.Errorf("%s args: requiredLevel %q: not one of levels or %s", Name, a.RequiredLevel, HostLevel)
+	}
+	if a.WorkloadRefreshSeconds < 1 || a.WorkloadRefreshSeconds > 3600 {
+		return fmt.Errorf("%s args: workloadRefreshSeconds: %d is outside 1..3600", Name, a.WorkloadRefreshSeconds)
+	}
+	return nil
+}
+
+// levelIndex maps a level's label key to its index (len(levels) for the
+// host), -1 when unknown.
+func levelIndex(levels []string, key string) int {
+	if key == HostLevel {
+		return len(levels)
+	}
+	return slices.Index(levels, key)
+}
+
+// DecodeArgs decodes, defaults and validates plugin args.
+func DecodeArgs(obj runtime.Object) (Args, error) {
+	var a Args
+	if err := frameworkruntime.DecodeInto(obj, &a); err != nil {
+		return a, fmt.Errorf("%s args: %w", Name, err)
+	}
+	a.SetDefaults()
+	return a, ValidateArgs(a)
+}
+
+// Topology is the plugin.
+type Topology struct {
+	args    Args
+	mgr     *core.Manager
+	profile *profilewatch.Holder
+	pods    corelisters.PodLister
+	now     func() time.Time
+
+	workload  atomic.Pointer[workloadSnapshot]
+	refreshMu sync.Mutex
+}
+
+type workloadSnapshot struct {
+	w  scoring.Workload
+	at time.Time
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &Topology{}
+	_ fwk.PreScorePlugin    = &Topology{}
+	_ fwk.ScorePlugin       = &Topology{}
+	_ fwk.EnqueueExtensions = &Topology{}
+)
+
+// New builds the plugin over the shared gang manager (see schedplugins.Set).
+func New(obj runtime.Object, h fwk.Handle, mgr *core.Manager, holder *profilewatch.Holder) (*Topology, error) {
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	t := &Topology{args: args, mgr: mgr, profile: holder, now: time.Now}
+	if h != nil && h.SharedInformerFactory() != nil {
+		t.pods = h.SharedInformerFactory().Core().V1().Pods().Lister()
+	}
+	return t, nil
+}
+
+// Name implements fwk.Plugin.
+func (t *Topology) Name() string { return Name }
+
+// EventsToRegister: freed resources or new nodes may open a domain.
+func (t *Topology) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAllocatable}},
+	}, nil
+}
+
+func (t *Topology) requiredLevel(pod *v1.Pod) (int, string) {
+	key := t.args.RequiredLevel
+	if v := pod.Annotations[AnnotationRequired]; v != "" {
+		key = v
+	} else if v := pod.Annotations[AnnotationKueueRequired]; v != "" {
+		key = v
+	}
+	if key == "" {
+		return -1, ""
+	}
+	return levelIndex(t.args.Levels, key), key
+}
+
+// PreFilter plans a gang's domain on its first member and, when a level is
+// required, narrows the candidate nodes to that domain.
+func (t *Topology) PreFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	key, name, ok := nodeview.GangKey(pod)
+	if !ok || t.mgr == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	level, levelKey := t.requiredLevel(pod)
+	if levelKey != "" && level < 0 {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("topology: required level %s is not a configured level", levelKey))
+	}
+	plan, ok := t.mgr.Plan(key)
+	if !ok || !t.mgr.Reserving(key) {
+		pg, err := t.mgr.PodGroup(pod.Namespace, name)
+		if err != nil {
+			return nil, fwk.NewStatus(fwk.Skip) // the gang plugin reports a missing PodGroup
+		}
+		outstanding := int(pg.Spec.MinMember) - t.mgr.Count(key).Placed
+		if outstanding <= 0 {
+			return nil, fwk.NewStatus(fwk.Skip)
+		}
+		view := nodeview.Nodes(nodes, t.args.Levels)
+		scoring.Reserve(view, t.mgr.OthersReserving(key))
+		req := nodeview.Request(pod)
+		p, ok := scoring.PlanGang(view, req, outstanding, len(t.args.Levels), level)
+		if !ok {
+			if level < 0 {
+				return nil, fwk.NewStatus(fwk.Skip) // does not fit at all: the gang plugin says so
+			}
+			gpus := outstanding * max(req.GPUs, 1)
+			largest := scoring.LargestDomainGPUs(view, level, len(t.args.Levels))
+			return nil, fwk.NewStatus(fwk.Unschedulable, reasons.TopologyUnsatisfied(gpus, levelKey, largest))
+		}
+		plan = &p
+		t.mgr.SetPlan(key, plan)
+	}
+	if level < 0 || plan.Level < 0 {
+		return nil, nil
+	}
+	inside := sets.New[string]()
+	for _, ni := range nodes {
+		if n := ni.Node(); n != nil && plan.Contains(t.domainsOnly(n)) {
+			inside.Insert(n.Name)
+		}
+	}
+	return &fwk.PreFilterResult{NodeNames: inside}, nil
+}
+
+func (t *Topology) domainsOnly(n *v1.Node) *scoring.Node {
+	sn := &scoring.Node{Name: n.Name, Domains: make([]string, 0, len(t.args.Levels))}
+	for _, key := range t.args.Levels {
+		v, ok := n.Labels[key]
+		if !ok {
+			break
+		}
+		sn.Domains = append(sn.Domains, v)
+	}
+	return sn
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (t *Topology) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+const stateKey fwk.StateKey = Name
+
+type cycleScores struct{ byNode map[string]int64 }
+
+func (c *cycleScores) Clone() fwk.StateData { return c }
+
+// PreScore scores every feasible node with scoring.Scorer and folds the
+// tie-break in, so Score is a lookup.
+func (t *Topology) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	active := profilewatch.ForCycle(state, t.profile)
+	s := &scoring.Scorer{Weights: active.Weights, Workload: t.typicalWorkload()}
+	if key, _, ok := nodeview.GangKey(pod); ok && t.mgr != nil {
+		if p, ok := t.mgr.Plan(key); ok {
+			s.Plan = p
+		}
+	}
+	req := nodeview.Request(pod)
+	names := make([]string, len(nodes))
+	raw := make([]float64, len(nodes))
+	for i, ni := range nodes {
+		n := nodeview.Node(ni, t.args.Levels)
+		names[i] = n.Name
+		if n.Fit(req) == scoring.Fits {
+			raw[i], _ = s.Score(n, req)
+		}
+	}
+	state.Write(stateKey, &cycleScores{byNode: FrameworkScores(names, raw)})
+	return nil
+}
+
+// FrameworkScores rounds scores to the framework's 0..100 and makes
+// scoring.Best's winner the only node with the top integer score.
+func FrameworkScores(names []string, raw []float64) map[string]int64 {
+	out := make(map[string]int64, len(names))
+	for i, name := range names {
+		out[name] = int64(math.Round(raw[i]))
+	}
+	w := scoring.Best(names, raw)
+	if w < 0 {
+		return out
+	}
+	top := out[names[w]]
+	for i, name := range names {
+		if i == w || out[name] < top {
+			continue
+		}
+		if top < fwk.MaxNodeScore {
+			top++
+			out[names[w]] = top
+			break
+		}
+		out[name] = top - 1
+	}
+	return out
+}
+
+// Score looks the node's score up.
+func (t *Topology) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return 0, fwk.AsStatus(fmt.Errorf("%s: no PreScore state: %w", Name, err))
+	}
+	return d.(*cycleScores).byNode[ni.Node().Name], nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin; scores are already normalised.
+func (t *Topology) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// typicalWorkload is the GPU pod mix of the pods the scheduler knows,
+// recomputed at most every WorkloadRefreshSeconds.
+func (t *Topology) typicalWorkload() scoring.Workload {
+	refresh := time.Duration(t.args.WorkloadRefreshSeconds) * time.Second
+	if ws := t.workload.Load(); ws != nil && t.now().Sub(ws.at) < refresh {
+		return ws.w
+	}
+	if t.pods == nil {
+		return nil
+	}
+	t.refreshMu.Lock()
+	defer t.refreshMu.Unlock()
+	if ws := t.workload.Load(); ws != nil && t.now().Sub(ws.at) < refresh {
+		return ws.w
+	}
+	pods, _ := t.pods.List(labels.Everything())
+	reqs := make([]scoring.Request, 0, len(pods))
+	for _, p := range pods {
+		if r := nodeview.Request(p); r.GPUs > 0 {
+			reqs = append(reqs, r)
+		}
+	}
+	w := scoring.TypicalWorkload(reqs, 0.95)
+	t.workload.Store(&workloadSnapshot{w: w, at: t.now()})
+	return w
+}
