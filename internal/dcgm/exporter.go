@@ -39,8 +39,15 @@ func ParseExporter(r io.Reader, format expfmt.Format, at time.Time) ([]schedloop
 			fams = append(fams, mf)
 		}
 	} else {
+		page, err := io.ReadAll(r)
+		if err != nil {
+			return nil, fmt.Errorf("read text exposition: %w", err)
+		}
+		if samples, err, ok := parseTextFast(page, at); ok {
+			return samples, err
+		}
 		p := expfmt.NewTextParser(model.UTF8Validation)
-		byName, err := p.TextToMetricFamilies(r)
+		byName, err := p.TextToMetricFamilies(bytes.NewReader(page))
 		if err != nil {
 			return nil, fmt.Errorf("parse text exposition: %w", err)
 		}

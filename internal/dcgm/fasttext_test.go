@@ -1,0 +1,150 @@
+package dcgm
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/schedloop/schedloop"
+)
+
+// parseWithExpfmt is the reference: the page through expfmt only.
+func parseWithExpfmt(page []byte, at time.Time) ([]schedloop.GPUSample, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	byName, err := p.TextToMetricFamilies(bytes.NewReader(page))
+	if err != nil {
+		return nil, fmt.Errorf("parse text exposition: %w", err)
+	}
+	fams := make([]*dto.MetricFamily, 0, len(Metrics))
+	for _, name := range Metrics {
+		if mf, ok := byName[name]; ok {
+			fams = append(fams, mf)
+		}
+	}
+	return samplesFromFamilies(fams, at)
+}
+
+// sameSamples compares two results, NaN equal to NaN.
+func sameSamples(a, b []schedloop.GPUSample) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	nan := func(s schedloop.GPUSample) schedloop.GPUSample {
+		for _, f := range []*float64{&s.GPUUtil, &s.GrEngineActive, &s.SMActive, &s.FBUsedMiB, &s.PowerWatts} {
+			if math.IsNaN(*f) {
+				*f = -12345.678
+			}
+		}
+		return s
+	}
+	for i := range a {
+		if !reflect.DeepEqual(nan(a[i]), nan(b[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestFastTextTakesCanonicalPages checks the fast path is actually used for
+// what dcgm-exporter (and the harness's simulated one) print, and agrees
+// with expfmt there.
+func TestFastTextTakesCanonicalPages(t *testing.T) {
+	pages := map[string][]byte{"generated-64": exporterPage(64)}
+	for _, name := range []string{"a100-8gpu.prom", "a100-mig.prom", "h100-timesliced.prom"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "exporter", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages[name] = b
+	}
+	for name, page := range pages {
+		got, err, ok := parseTextFast(page, scrapeTime)
+		if !ok {
+			t.Errorf("%s: fast path declined a canonical page", name)
+			continue
+		}
+		want, wantErr := parseWithExpfmt(page, scrapeTime)
+		if (err == nil) != (wantErr == nil) || !sameSamples(got, want) {
+			t.Errorf("%s: fast path = %d samples, err %v; expfmt = %d samples, err %v", name, len(got), err, len(want), wantErr)
+		}
+	}
+}
+
+// TestFastTextFallsBack lists shapes the fast path must hand to expfmt, and
+// checks ParseExporterText still answers as expfmt does.
+func TestFastTextFallsBack(t *testing.T) {
+	const series = `DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",Hostname="n"} 5` + "\n"
+	tests := map[string]string{
+		"no final newline":      strings.TrimSuffix(series, "\n"),
+		"escaped label":         `DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-\"1",Hostname="n"} 5` + "\n",
+		"space in braces":       `DCGM_FI_DEV_GPU_UTIL{gpu="0", UUID="GPU-1"} 5` + "\n",
+		"trailing comma":        `DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",} 5` + "\n",
+		"family split":          series + "other 1\n" + series,
+		"histogram":             "# TYPE h histogram\nh_bucket{le=\"1\"} 1\n" + series,
+		"type after samples":    series + "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n",
+		"second help":           "# HELP x a\n# HELP x b\n" + series,
+		"duplicate label":       `DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",gpu="1"} 5` + "\n",
+		"tab separator":         `DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1"}` + "\t5\n",
+		"hex float":             `DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1"} 0x1p-2` + "\n",
+		"leading blank":         " " + series,
+		"comment like help":     "#HELP DCGM_FI_DEV_GPU_UTIL x\n" + series,
+		"quoted metric name":    `{"DCGM_FI_DEV_GPU_UTIL",gpu="0",UUID="GPU-1"} 5` + "\n",
+		"reserved label":        `DCGM_FI_DEV_GPU_UTIL{__name__="x",UUID="GPU-1"} 5` + "\n",
+		"invalid utf8 in value": "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-\xff\"} 5\n",
+	}
+	for name, page := range tests {
+		if _, _, ok := parseTextFast([]byte(page), scrapeTime); ok {
+			t.Errorf("%s: fast path accepted %q", name, page)
+		}
+		got, err := ParseExporterText([]byte(page), scrapeTime)
+		want, wantErr := parseWithExpfmt([]byte(page), scrapeTime)
+		if (err == nil) != (wantErr == nil) || !sameSamples(got, want) {
+			t.Errorf("%s: ParseExporterText = %v, %v; expfmt = %v, %v", name, got, err, want, wantErr)
+		}
+	}
+}
+
+// FuzzParseTextFastMatchesExpfmt is the differential test: whenever the fast
+// path accepts a page, expfmt must accept it too and yield the same samples
+// (or the same sample-level error).
+func FuzzParseTextFastMatchesExpfmt(f *testing.F) {
+	inputs, _ := filepath.Glob(filepath.Join("testdata", "exporter", "*.prom"))
+	for _, in := range inputs {
+		b, err := os.ReadFile(in)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add(exporterPage(3))
+	f.Add([]byte("# HELP DCGM_FI_DEV_FB_USED x\n# TYPE DCGM_FI_DEV_FB_USED gauge\nDCGM_FI_DEV_FB_USED{UUID=\"a\",gpu=\"1\"} 1e3 1700000000000\n\n"))
+	f.Fuzz(func(t *testing.T, page []byte) {
+		got, err, ok := parseTextFast(page, scrapeTime)
+		if !ok {
+			return
+		}
+		want, wantErr := parseWithExpfmt(page, scrapeTime)
+		if wantErr != nil && err == nil {
+			t.Fatalf("fast path accepted %q, expfmt rejects it: %v", page, wantErr)
+		}
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("page %q: fast path err %v, expfmt err %v", page, err, wantErr)
+		}
+		if err != nil && err.Error() != wantErr.Error() {
+			t.Fatalf("page %q: fast path err %q, expfmt err %q", page, err, wantErr)
+		}
+		if !sameSamples(got, want) {
+			t.Fatalf("page %q:\nfast   %+v\nexpfmt %+v", page, got, want)
+		}
+	})
+}
