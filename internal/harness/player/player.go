@@ -168,7 +168,7 @@ func (p *Player) Submit(ctx context.Context) error {
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(p.opts.Submitters + 1)
+	g.SetLimit(p.opts.Submitters)
 	for i, j := range p.jobs {
 		wait := time.Until(p.opts.Clock.WallAt(j.Arrival))
 		if wait > 0 {
