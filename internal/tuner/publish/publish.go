@@ -1,0 +1,101 @@
+// Package publish is the tuner's Kubernetes side: it writes a profile into
+// the ConfigMap the scheduler watches, and runs the tuning loop only while
+// this replica holds a Lease (client-go leader election), so two tuners never
+// publish at once. It makes no tuning decisions.
+package publish
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/schedloop/schedloop/internal/profile"
+)
+
+// ProfileAnnotation names the profile a ConfigMap holds, for kubectl users.
+const ProfileAnnotation = "schedloop.io/profile"
+
+// ConfigMap writes d under profile.ConfigMapKey into namespace/name,
+// creating the ConfigMap or replacing its document.
+func ConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name string, d profile.Document) error {
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("publish profile %s: %w", d.Name, err)
+	}
+	body, err := d.Marshal()
+	if err != nil {
+		return err
+	}
+	cms := client.CoreV1().ConfigMaps(namespace)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
+				Labels:      map[string]string{"app.kubernetes.io/managed-by": "schedloop-tuner"},
+				Annotations: map[string]string{ProfileAnnotation: d.Name}},
+				Data: map[string]string{profile.ConfigMapKey: string(body)}}
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Data[profile.ConfigMapKey] = string(body)
+		cm.Annotations[ProfileAnnotation] = d.Name
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("publish profile %s to ConfigMap %s/%s: %w", d.Name, namespace, name, err)
+	}
+	return nil
+}
+
+// Election configures LeaderElected.
+type Election struct {
+	Namespace, Lease, Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod default to 15s, 10s, 2s
+	// (kube-controller-manager's values).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// LeaderElected runs fn whenever this process holds the Lease, until ctx
+// ends. fn's context is cancelled when leadership is lost.
+func LeaderElected(ctx context.Context, client kubernetes.Interface, e Election, fn func(ctx context.Context)) error {
+	if e.Namespace == "" || e.Lease == "" || e.Identity == "" {
+		return fmt.Errorf("leader election: namespace, lease and identity are required (got %q, %q, %q)", e.Namespace, e.Lease, e.Identity)
+	}
+	if e.LeaseDuration == 0 {
+		e.LeaseDuration, e.RenewDeadline, e.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, e.Namespace, e.Lease, client.CoreV1(), client.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: e.Identity})
+	if err != nil {
+		return fmt.Errorf("leader election lock %s/%s: %w", e.Namespace, e.Lease, err)
+	}
+	for ctx.Err() == nil {
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: lock, LeaseDuration: e.LeaseDuration, RenewDeadline: e.RenewDeadline, RetryPeriod: e.RetryPeriod,
+			ReleaseOnCancel: true, Name: e.Lease,
+			Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: fn, OnStoppedLeading: func() {}},
+		})
+		if err != nil {
+			return fmt.Errorf("leader election: %w", err)
+		}
+		le.Run(ctx) // returns when leadership is lost or ctx ends; try again
+	}
+	return nil
+}

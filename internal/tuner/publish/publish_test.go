@@ -1,0 +1,88 @@
+package publish_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/schedloop/schedloop/internal/harness"
+	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/tuner/publish"
+)
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// One apiserver serves both tests: starting one costs seconds.
+func TestAgainstAPIServer(t *testing.T) {
+	c := harness.NewForTest(t, harness.Options{})
+	ctx := context.Background()
+
+	t.Run("ConfigMap is created, then updated", func(t *testing.T) {
+		d := profile.Default()
+		if err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, d); err != nil {
+			t.Fatal(err)
+		}
+		d2 := d
+		d2.Name, d2.Weights = "tuned-2", map[string]float64{"bestfit": 7}
+		if err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, d2); err != nil {
+			t.Fatal(err)
+		}
+		cm, err := c.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, profile.DefaultConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := profile.Parse([]byte(cm.Data[profile.ConfigMapKey]))
+		if err != nil || got.Name != "tuned-2" || got.Weights["bestfit"] != 7 || cm.Annotations[publish.ProfileAnnotation] != "tuned-2" {
+			t.Errorf("ConfigMap holds %+v (%v), annotations %v", got, err, cm.Annotations)
+		}
+		bad := d
+		bad.Weights = map[string]float64{"gravity": 1}
+		if err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, bad); err == nil {
+			t.Error("an invalid profile was published")
+		}
+	})
+
+	t.Run("one leader at a time", func(t *testing.T) {
+		var leaders, maxLeaders, runs atomic.Int32
+		e := publish.Election{Namespace: "kube-system", Lease: "schedloop-tuner",
+			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond}
+		run := func(ctx context.Context) {
+			n := leaders.Add(1)
+			for m := maxLeaders.Load(); n > m && !maxLeaders.CompareAndSwap(m, n); m = maxLeaders.Load() {
+			}
+			runs.Add(1)
+			<-ctx.Done()
+			leaders.Add(-1)
+		}
+		ctxA, stopA := context.WithCancel(ctx)
+		ctxB, stopB := context.WithCancel(ctx)
+		defer stopB()
+		doneA := make(chan error, 1)
+		go func() { ea := e; ea.Identity = "a"; doneA <- publish.LeaderElected(ctxA, c.Client, ea, run) }()
+		waitFor(t, "a first leader", func() bool { return runs.Load() == 1 })
+		go func() { eb := e; eb.Identity = "b"; _ = publish.LeaderElected(ctxB, c.Client, eb, run) }()
+		stopA() // a releases the lease on cancel; b takes over
+		if err := <-doneA; err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the second replica to lead", func() bool { return runs.Load() == 2 })
+		if maxLeaders.Load() != 1 {
+			t.Errorf("%d replicas led at once", maxLeaders.Load())
+		}
+		if err := publish.LeaderElected(ctx, c.Client, publish.Election{}, run); err == nil {
+			t.Error("an election without a lease name was accepted")
+		}
+	})
+}
