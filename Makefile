@@ -34,7 +34,10 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 bench: postgres ## run the benchmarks and print each headline figure as `BENCH <name> <value> <unit>`
-	$(GO) test -run '^$$' -bench . -benchtime 3x -count 5 ./internal/store/ | $(GO) run ./scripts/benchreport
+	@# Benchmarks report headline metrics as "<name>@<unit>"; benchreport prints
+	@# the median of each as a BENCH line (raw output goes to stderr).
+	$(GO) test -run '^$$' -bench '^BenchmarkBulkIngest$$' -benchtime 3x -count 5 ./internal/store/ | $(GO) run ./scripts/benchreport
+	scripts/bench-harness.sh
 
 fuzz: ## run each fuzz target for FUZZTIME
 	@for pkg in $$($(GO) list ./...); do \
