@@ -245,3 +245,7 @@ func nodesOf(bound map[string]string) []string {
 	slices.Sort(out)
 	return out
 }
+
+var metav1ListAll = metav1.ListOptions{}
+
+func formatFloat(v float64) string { return fmt.Sprintf("%g", v) }
