@@ -20,6 +20,11 @@ func main() { cli.Main("tuner", run) }
 const usage = `tuner derives scheduler profiles (score weights, queue limits, gang timeout) from history.
 
 Usage:
+  tuner run [flags]           replay history under candidate profiles, propose the best, publish it if the guardrails allow
+  tuner loop [flags]          run periodically while holding a leader Lease; measure applied profiles and roll back regressions
+  tuner explain <profile>     what a stored profile changed and why, with the numbers
+  tuner import [flags]        load a public trace (openb, Philly, job CSV/YAML) and its inventory into the database
+  tuner fgd-table [flags]     reproduce the FGD paper's allocation experiment on the openb traces
   tuner profiles [flags]      list stored profiles, newest first, with their status
   tuner help                  show this text
 
@@ -27,7 +32,12 @@ Run "tuner <command> -h" for a command's flags.
 `
 
 var run = cli.Subcommands(usage, map[string]cli.RunFunc{
-	"profiles": runProfiles,
+	"profiles":  runProfiles,
+	"run":       runRun,
+	"loop":      runLoop,
+	"explain":   runExplain,
+	"import":    runImport,
+	"fgd-table": runFGDTable,
 })
 
 var statuses = []schedloop.ProfileStatus{schedloop.ProfileProposed, schedloop.ProfileApplied,

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/dbflags"
+	"github.com/schedloop/schedloop/internal/store"
+	"github.com/schedloop/schedloop/internal/tuner"
+)
+
+func runExplain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tuner explain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	db := dbflags.Register(fs, getenv)
+	reportPath := fs.String("report", "", "explain a report written by `tuner run -report-out` instead of a stored profile")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: tuner explain [flags] <profile name or id>")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *reportPath != "" {
+		data, err := os.ReadFile(*reportPath)
+		if err != nil {
+			return fmt.Errorf("flag -report: %w", err)
+		}
+		var r tuner.Report
+		if err := json.Unmarshal(data, &r); err != nil {
+			return fmt.Errorf("flag -report: %s: %w", *reportPath, err)
+		}
+		return r.Explain(stdout)
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errors.New("explain needs one profile name or id")
+	}
+	s, err := db.Open(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ref := fs.Arg(0)
+	p, err := s.GetProfileByName(ctx, ref)
+	if errors.Is(err, store.ErrNotFound) {
+		if id, perr := strconv.ParseInt(ref, 10, 64); perr == nil {
+			p, err = s.GetProfile(ctx, id)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return explainProfile(p, stdout)
+}
+
+func explainProfile(p schedloop.Profile, w io.Writer) error {
+	fmt.Fprintf(w, "status: %s", p.Status)
+	if !p.Applied.IsZero() {
+		fmt.Fprintf(w, " (applied %s)", p.Applied.Format("2006-01-02 15:04:05Z07:00"))
+	}
+	if p.Reason != "" {
+		fmt.Fprintf(w, ": %s", p.Reason)
+	}
+	fmt.Fprintln(w)
+	if len(p.Evidence) == 0 {
+		fmt.Fprintln(w, "no tuning evidence stored with this profile")
+		return nil
+	}
+	r, err := tuner.ReportFromEvidence(p.Evidence)
+	if err != nil {
+		return err
+	}
+	if err := r.Explain(w); err != nil {
+		return err
+	}
+	if len(p.Measured) == 0 {
+		fmt.Fprintln(w, "\nmeasured: nothing yet")
+		return nil
+	}
+	fmt.Fprintln(w, "\npredicted (held-out replay) vs measured (cluster):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  metric\tpredicted\tmeasured\tmeasured before")
+	var keys []string
+	for _, m := range tuner.Metrics {
+		keys = append(keys, string(m))
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "  %s\t%.4g\t%.4g\t%.4g\n", k, p.Predicted[k], p.Measured[k], p.Measured["before_"+k])
+	}
+	fmt.Fprintf(tw, "  regression\t\t%+.1f%%\t\n", 100*p.Measured["regression"])
+	return tw.Flush()
+}

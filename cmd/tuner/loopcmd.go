@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/store"
+	"github.com/schedloop/schedloop/internal/tuner"
+	"github.com/schedloop/schedloop/internal/tuner/publish"
+)
+
+func publishConfigMap(ctx context.Context, kube kubernetes.Interface, f *tuneFlags, d profile.Document) error {
+	return publish.ConfigMap(ctx, kube, f.namespace, f.configMap, d)
+}
+
+func runLoop(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tuner loop", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := registerTuneFlags(fs, getenv)
+	interval := fs.Duration("interval", 6*time.Hour, "time between tuning passes")
+	measureAfter := fs.Duration("measure-after", 24*time.Hour, "how long an applied profile runs before its outcome is measured (and it may be rolled back)")
+	lease := fs.String("lease", "schedloop-tuner", "name of the Lease that elects the one active tuner")
+	leaseNS := fs.String("lease-namespace", "", "namespace of the Lease (default: -namespace)")
+	host, _ := os.Hostname()
+	identity := fs.String("identity", host, "this replica's identity in the Lease (default: the host name)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o, g, err := f.validate()
+	if err != nil {
+		return err
+	}
+	switch {
+	case *interval <= 0:
+		return fmt.Errorf("flag -interval: %v must be positive", *interval)
+	case *measureAfter <= 0:
+		return fmt.Errorf("flag -measure-after: %v must be positive", *measureAfter)
+	case f.kubeconfig == "":
+		return errors.New("flag -kubeconfig: the loop publishes ConfigMaps and elects a leader, so it needs a cluster")
+	}
+	if *leaseNS == "" {
+		*leaseNS = f.namespace
+	}
+	s, err := f.db.Open(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	kube, err := f.kubeClient()
+	if err != nil {
+		return err
+	}
+	f.quiet = true // a service logs lines, not progress bars
+	return publish.LeaderElected(ctx, kube, publish.Election{Namespace: *leaseNS, Lease: *lease, Identity: *identity},
+		func(ctx context.Context) {
+			for {
+				now := time.Now()
+				if err := checkApplied(ctx, s, kube, f, o, g, now, *measureAfter, stdout); err != nil {
+					fmt.Fprintln(stderr, "tuner loop: check applied profile:", err)
+				}
+				if _, err := tuneOnce(ctx, f, o, g, s, kube, now, stdout, stderr); err != nil && ctx.Err() == nil {
+					fmt.Fprintln(stderr, "tuner loop: tune:", err)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(*interval):
+				}
+			}
+		})
+}
+
+// measure is the outcome the cluster actually had in [from, to).
+func measure(ctx context.Context, s *store.Store, from, to time.Time, highPriority int32) (tuner.Values, error) {
+	jobs, err := s.JobHistory(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	v := tuner.MeasureJobs(jobs, highPriority)
+	idle, err := s.GPUIdleBreakdown(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	if idle.Total() > 0 {
+		v[tuner.MetricGPUIdle] = idle.IdleShare()
+	}
+	return v, nil
+}
+
+// checkApplied measures the applied profile against as long a time before
+// it, records the measurement beside the prediction, and rolls back to the
+// parent profile when the guardrails say it regressed.
+func checkApplied(ctx context.Context, s *store.Store, kube kubernetes.Interface, f *tuneFlags, o tuner.Objective,
+	g tuner.Guardrails, now time.Time, measureAfter time.Duration, stdout io.Writer) error {
+	p, err := s.AppliedProfile(ctx)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (p.Applied.IsZero() || now.Sub(p.Applied) < measureAfter) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	window := now.Sub(p.Applied)
+	after, err := measure(ctx, s, p.Applied, now, int32(f.highPriority))
+	if err != nil {
+		return err
+	}
+	before, err := measure(ctx, s, p.Applied.Add(-window), p.Applied, int32(f.highPriority))
+	if err != nil {
+		return err
+	}
+	v := g.Check(o, after, before)
+	rec := map[string]float64{"regression": v.Regression, "window_s": window.Seconds()}
+	for m, x := range after {
+		rec[string(m)] = x
+	}
+	for m, x := range before {
+		rec["before_"+string(m)] = x
+	}
+	if err := s.RecordMeasured(ctx, p.ID, rec); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "profile %s: %s\n", p.Name, v.Reason)
+	if !v.Rollback || p.ParentID == 0 {
+		return nil
+	}
+	parent, err := s.GetProfile(ctx, p.ParentID)
+	if err != nil {
+		return err
+	}
+	if err := s.ApplyProfile(ctx, parent.ID, now); err != nil {
+		return err
+	}
+	if err := s.SetProfileStatus(ctx, p.ID, schedloop.ProfileRolledBack, v.Reason); err != nil {
+		return err
+	}
+	if kube != nil {
+		if err := publishConfigMap(ctx, kube, f, profile.FromDomain(parent)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "rolled back %s to %s\n", p.Name, parent.Name)
+	return nil
+}

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/dbflags"
+	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/sim"
+	"github.com/schedloop/schedloop/internal/store"
+	"github.com/schedloop/schedloop/internal/trace"
+	"github.com/schedloop/schedloop/internal/tuner"
+)
+
+// tuneFlags are the flags `tuner run` and `tuner loop` share.
+type tuneFlags struct {
+	db                               *dbflags.Config
+	jobs, nodes, format, fanout      string
+	since                            time.Duration
+	maxJobs                          int
+	levels                           string
+	util                             float64
+	current, name, objective         string
+	margin, holdout, minGain         float64
+	replays, rounds                  int
+	jitter                           time.Duration
+	maxWeightDelta, maxQueueChange   float64
+	maxGangFactor, rollbackThreshold float64
+	preemption                       bool
+	highPriority                     int
+	record, dryRun, quiet            bool
+	kubeconfig, namespace, configMap string
+	schedConfigOut, schedulerName    string
+	reportOut                        string
+}
+
+func registerTuneFlags(fs *flag.FlagSet, getenv func(string) string) *tuneFlags {
+	f := &tuneFlags{db: dbflags.Register(fs, getenv)}
+	g := tuner.DefaultGuardrails()
+	fs.StringVar(&f.jobs, "jobs", "", "replay this job file (openb, Philly, job CSV/YAML) instead of the stored history")
+	fs.StringVar(&f.nodes, "nodes", "", "inventory for -jobs (openb node list, Philly machine list, inventory YAML); without it the stored nodes")
+	fs.StringVar(&f.format, "format", "", "format of -jobs and -nodes: openb, philly, csv, yaml; empty detects it")
+	fs.StringVar(&f.fanout, "fanout", "1,4,8", "topology fanout for CSV node lists (children per level above the host)")
+	fs.DurationVar(&f.since, "since", 30*24*time.Hour, "stored history to replay: jobs created this long before now")
+	fs.IntVar(&f.maxJobs, "max-jobs", 0, "replay at most the first N jobs by arrival (0: all)")
+	fs.StringVar(&f.levels, "topology-levels", strings.Join(trace.DefaultLevels, ","), "node-label keys of the topology levels, outermost first")
+	fs.Float64Var(&f.util, "util", trace.DefaultUtil, "GPU utilisation assumed for stored jobs while they run (0..1)")
+	fs.StringVar(&f.current, "current", "", "current profile YAML; empty reads the applied profile from the database, else the built-in default")
+	fs.StringVar(&f.name, "name", "", "name of the proposed profile (default tuned-<UTC time>)")
+	fs.StringVar(&f.objective, "objective", tuner.DefaultObjective().String(), "objective weights, metric=weight,... (all lower-is-better)")
+	fs.Float64Var(&f.margin, "margin", g.Margin, "relative held-out gain a proposal needs before it is published")
+	fs.Float64Var(&f.holdout, "holdout", 0.3, "later share of the history held out of the search to judge the proposal")
+	fs.Float64Var(&f.minGain, "min-gain", 0.002, "relative training gain a search move needs to be kept")
+	fs.IntVar(&f.replays, "replays", 5, "replays per evaluation (the first as recorded, the rest with arrival jitter)")
+	fs.IntVar(&f.rounds, "rounds", 2, "coordinate-descent rounds")
+	fs.DurationVar(&f.jitter, "jitter", 10*time.Minute, "largest arrival shift in the jittered replays")
+	fs.Float64Var(&f.maxWeightDelta, "max-weight-delta", g.Bounds.MaxWeightDelta, "largest change of one term weight per tuning step")
+	fs.Float64Var(&f.maxQueueChange, "max-queue-change", g.Bounds.MaxQueueChange, "largest relative change of a queue's GPU limit per step")
+	fs.Float64Var(&f.maxGangFactor, "max-gang-timeout-factor", g.Bounds.MaxGangTimeoutFactor, "largest factor the gang timeout may grow or shrink by per step")
+	fs.Float64Var(&f.rollbackThreshold, "rollback-threshold", g.RollbackThreshold, "measured relative regression that rolls an applied profile back")
+	fs.BoolVar(&f.preemption, "preemption", true, "replay with priority preemption, as the scheduler's DefaultPreemption does")
+	fs.IntVar(&f.highPriority, "high-priority", 1, "jobs at or above this priority count as critical for the high-priority wait")
+	fs.BoolVar(&f.record, "record", true, "store the proposal and its evidence in the database")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "decide but publish nothing (no ConfigMap, no applied profile)")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig of the cluster whose scheduler reads the profile ConfigMap (env KUBECONFIG); empty publishes no ConfigMap")
+	fs.StringVar(&f.namespace, "namespace", "kube-system", "namespace of the profile ConfigMap")
+	fs.StringVar(&f.configMap, "configmap", profile.DefaultConfigMapName, "name of the profile ConfigMap")
+	fs.StringVar(&f.schedConfigOut, "scheduler-config-out", "", "also write a KubeSchedulerConfiguration for the stock scheduler to this file")
+	fs.StringVar(&f.schedulerName, "scheduler-name", "default-scheduler", "schedulerName in the -scheduler-config-out file")
+	fs.StringVar(&f.reportOut, "report-out", "", "also write the evidence report as JSON to this file")
+	return f
+}
+
+func (f *tuneFlags) validate() (tuner.Objective, tuner.Guardrails, error) {
+	o, err := tuner.ParseObjective(f.objective)
+	if err != nil {
+		return nil, tuner.Guardrails{}, fmt.Errorf("flag -objective: %w", err)
+	}
+	g := tuner.Guardrails{Margin: f.margin, RollbackThreshold: f.rollbackThreshold, Bounds: tuner.Bounds{
+		MaxWeightDelta: f.maxWeightDelta, MaxQueueChange: f.maxQueueChange, MaxGangTimeoutFactor: f.maxGangFactor}}
+	switch {
+	case f.replays < 1:
+		return nil, g, fmt.Errorf("flag -replays: %d must be at least 1", f.replays)
+	case f.rounds < 1:
+		return nil, g, fmt.Errorf("flag -rounds: %d must be at least 1", f.rounds)
+	case !(f.holdout > 0 && f.holdout < 1):
+		return nil, g, fmt.Errorf("flag -holdout: %v is outside (0, 1)", f.holdout)
+	case !(f.util >= 0 && f.util <= 1):
+		return nil, g, fmt.Errorf("flag -util: %v is outside 0..1", f.util)
+	case f.jitter < 0:
+		return nil, g, fmt.Errorf("flag -jitter: %v is negative", f.jitter)
+	case f.maxJobs < 0:
+		return nil, g, fmt.Errorf("flag -max-jobs: %d is negative", f.maxJobs)
+	case f.since <= 0:
+		return nil, g, fmt.Errorf("flag -since: %v must be positive", f.since)
+	case !(f.minGain >= 0):
+		return nil, g, fmt.Errorf("flag -min-gain: %v is negative", f.minGain)
+	}
+	if err := g.Validate(); err != nil {
+		return nil, g, fmt.Errorf("flags -margin/-max-*/-rollback-threshold: %w", err)
+	}
+	return o, g, nil
+}
+
+// needsDB reports whether this invocation reads or writes the database.
+func (f *tuneFlags) needsDB() bool {
+	return f.record || f.jobs == "" || f.nodes == "" || f.current == ""
+}
+
+// workload loads what to replay: a job file, or the stored history.
+func (f *tuneFlags) workload(ctx context.Context, s *store.Store, now time.Time) (tuner.Workload, error) {
+	fan, err := parseInts(f.fanout)
+	if err != nil {
+		return tuner.Workload{}, fmt.Errorf("flag -fanout: %w", err)
+	}
+	levels := strings.Split(f.levels, ",")
+	var w tuner.Workload
+	switch {
+	case f.nodes != "":
+		inv, err := trace.LoadInventory(f.nodes, trace.Format(f.format), nil, fan)
+		if err != nil {
+			return w, fmt.Errorf("flag -nodes: %w", err)
+		}
+		w.Cluster = sim.NewCluster(inv)
+	case s != nil:
+		nodes, err := s.ListNodes(ctx)
+		if err != nil {
+			return w, err
+		}
+		w.Cluster = tuner.ClusterFromNodes(nodes, levels)
+	default:
+		return w, errors.New("flag -nodes: needed when the database is not used")
+	}
+	if f.jobs != "" {
+		tj, err := trace.LoadJobs(f.jobs, trace.Format(f.format))
+		if err != nil {
+			return w, fmt.Errorf("flag -jobs: %w", err)
+		}
+		trace.SortByArrival(tj)
+		w.Jobs = sim.JobsFromTrace(tj)
+	} else {
+		hist, err := s.JobHistory(ctx, now.Add(-f.since), now)
+		if err != nil {
+			return w, err
+		}
+		w.Jobs = tuner.JobsFromHistory(hist, now.Add(-f.since), now, f.util)
+	}
+	if f.maxJobs > 0 && len(w.Jobs) > f.maxJobs {
+		w.Jobs = w.Jobs[:f.maxJobs]
+	}
+	if len(w.Cluster.Nodes) == 0 {
+		return w, errors.New("no nodes to replay on: import an inventory (tuner import -nodes) or pass -nodes")
+	}
+	if len(w.Jobs) < 10 {
+		return w, fmt.Errorf("only %d jobs to replay: not enough history to tune on", len(w.Jobs))
+	}
+	return w, nil
+}
+
+// currentProfile is the profile the proposal must beat, and its stored ID.
+func (f *tuneFlags) currentProfile(ctx context.Context, s *store.Store) (profile.Document, int64, error) {
+	if f.current != "" {
+		data, err := os.ReadFile(f.current)
+		if err != nil {
+			return profile.Document{}, 0, fmt.Errorf("flag -current: %w", err)
+		}
+		d, err := profile.Parse(data)
+		if err != nil {
+			return d, 0, fmt.Errorf("flag -current: %s: %w", f.current, err)
+		}
+		return d, 0, nil
+	}
+	if s != nil {
+		p, err := s.AppliedProfile(ctx)
+		if err == nil {
+			return profile.FromDomain(p), p.ID, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return profile.Document{}, 0, err
+		}
+	}
+	return profile.Default(), 0, nil
+}
+
+func (f *tuneFlags) kubeClient() (kubernetes.Interface, error) {
+	if f.kubeconfig == "" {
+		return nil, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("flag -kubeconfig: %w", err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+func runRun(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tuner run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := registerTuneFlags(fs, getenv)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	o, g, err := f.validate()
+	if err != nil {
+		return err
+	}
+	var s *store.Store
+	if f.needsDB() {
+		if s, err = f.db.Open(ctx, stderr); err != nil {
+			return err
+		}
+		defer s.Close()
+	}
+	kube, err := f.kubeClient()
+	if err != nil {
+		return err
+	}
+	_, err = tuneOnce(ctx, f, o, g, s, kube, time.Now(), stdout, stderr)
+	return err
+}
+
+// tuneOnce runs one tuning pass and publishes what the guardrails allow.
+func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guardrails, s *store.Store,
+	kube kubernetes.Interface, now time.Time, stdout, stderr io.Writer) (tuner.Report, error) {
+	w, err := f.workload(ctx, s, now)
+	if err != nil {
+		return tuner.Report{}, err
+	}
+	cur, curID, err := f.currentProfile(ctx, s)
+	if err != nil {
+		return tuner.Report{}, err
+	}
+	name := f.name
+	if name == "" {
+		name = "tuned-" + now.UTC().Format("20060102-150405")
+	}
+	var bar *progressBar
+	if !f.quiet {
+		bar = newProgress(stderr, "search", time.Now)
+	}
+	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: cur, Name: name, Objective: o, Guard: g,
+		Replays:         tuner.Replays{Count: f.replays, Jitter: f.jitter, Seed: uint64(now.Unix())},
+		HoldoutFraction: f.holdout, Rounds: f.rounds, MinGain: f.minGain,
+		Base: sim.Config{Preemption: f.preemption, HighPriority: int32(f.highPriority)},
+		Progress: func(done, total int, best float64) {
+			bar.update(done, total, fmt.Sprintf("candidates, last gain %+.2f%%", 100*best))
+		},
+	})
+	if err != nil {
+		return rep, err
+	}
+	if err := rep.Explain(stdout); err != nil {
+		return rep, err
+	}
+	if f.reportOut != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return rep, err
+		}
+		if err := os.WriteFile(f.reportOut, b, 0o644); err != nil {
+			return rep, fmt.Errorf("flag -report-out: %w", err)
+		}
+	}
+	if f.schedConfigOut != "" {
+		b, err := tuner.SchedulerConfig(rep.Proposed, f.schedulerName)
+		if err != nil {
+			return rep, err
+		}
+		if err := os.WriteFile(f.schedConfigOut, b, 0o644); err != nil {
+			return rep, fmt.Errorf("flag -scheduler-config-out: %w", err)
+		}
+		fmt.Fprintf(stdout, "wrote KubeSchedulerConfiguration for the stock scheduler to %s\n", f.schedConfigOut)
+	}
+	publish := rep.Decision.Publish && !f.dryRun
+	if f.record && s != nil {
+		p := rep.Proposed.ToDomain()
+		p.ParentID, p.Reason, p.Predicted = curID, rep.Decision.Reason, rep.Predicted()
+		p.Status = schedloop.ProfileRejected
+		if rep.Decision.Publish {
+			p.Status = schedloop.ProfileProposed
+		}
+		if p.Evidence, err = rep.Evidence(); err != nil {
+			return rep, err
+		}
+		id, err := s.InsertProfile(ctx, p)
+		if err != nil {
+			return rep, err
+		}
+		fmt.Fprintf(stdout, "stored profile %s (id %d, %s)\n", p.Name, id, p.Status)
+		if publish {
+			if err := s.ApplyProfile(ctx, id, now); err != nil {
+				return rep, err
+			}
+		}
+	}
+	if publish && kube != nil {
+		if err := publishConfigMap(ctx, kube, f, rep.Proposed); err != nil {
+			return rep, err
+		}
+		fmt.Fprintf(stdout, "published %s to ConfigMap %s/%s\n", rep.Proposed.Name, f.namespace, f.configMap)
+	}
+	return rep, nil
+}
