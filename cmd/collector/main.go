@@ -18,6 +18,8 @@ Usage:
   collector serve   [flags]          run the collector service (health, readiness, /metrics)
   collector migrate [flags] up|down|status [version]
                                      manage the Postgres schema
+  collector why     [flags] <namespace/pod | job | uid>
+                                     why a pod or job waited: breakdown, timeline, attempts
   collector help                     show this text
 
 Run "collector <command> -h" for a command's flags.
@@ -26,6 +28,7 @@ Run "collector <command> -h" for a command's flags.
 var run = cli.Subcommands(usage, map[string]cli.RunFunc{
 	"serve":   runServe,
 	"migrate": runMigrate,
+	"why":     runWhy,
 })
 
 func parseVersion(s string) (int64, error) {

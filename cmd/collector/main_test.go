@@ -5,13 +5,17 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/schedloop/schedloop/internal/store/storetest"
+	"github.com/schedloop/schedloop/migrations"
 )
 
 func env(url string) func(string) string {
@@ -25,15 +29,26 @@ func env(url string) func(string) string {
 
 func TestMigrateCommand(t *testing.T) {
 	url := storetest.URL(t)
+	// The expected texts follow the migrations the binary embeds, so adding
+	// one does not break this test.
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("embedded migrations: %v, %d files", err, len(files))
+	}
+	n := len(files)
+	var pending []string
+	for i := 1; i <= n; i++ {
+		pending = append(pending, strconv.Itoa(i))
+	}
 	steps := []struct {
 		args []string
 		want string
 	}{
-		{[]string{"migrate", "status"}, "schema at migration 0, binary knows up to 2, pending [1 2]"},
-		{[]string{"migrate", "up"}, "schema at migration 2 (latest 2)"},
-		{[]string{"migrate", "status"}, "schema at migration 2, binary knows up to 2, pending []"},
+		{[]string{"migrate", "status"}, fmt.Sprintf("schema at migration 0, binary knows up to %d, pending [%s]", n, strings.Join(pending, " "))},
+		{[]string{"migrate", "up"}, fmt.Sprintf("schema at migration %d (latest %d)", n, n)},
+		{[]string{"migrate", "status"}, fmt.Sprintf("schema at migration %d, binary knows up to %d, pending []", n, n)},
 		{[]string{"migrate", "down", "0"}, "schema rolled back to migration 0"},
-		{[]string{"migrate", "-database-url", url, "up"}, "schema at migration 2 (latest 2)"},
+		{[]string{"migrate", "-database-url", url, "up"}, fmt.Sprintf("schema at migration %d (latest %d)", n, n)},
 	}
 	for _, st := range steps {
 		var out strings.Builder

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/schedloop/schedloop/internal/api"
 	"github.com/schedloop/schedloop/internal/dbflags"
 	"github.com/schedloop/schedloop/internal/store"
 )
@@ -24,7 +25,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.SetOutput(stderr)
 	db := dbflags.Register(fs, getenv)
 	db.RegisterAutoMigrate(fs)
-	listen := fs.String("listen", ":8080", "address for HTTP: /healthz, /readyz and /metrics")
+	listen := fs.String("listen", ":8080", "address for HTTP: /healthz, /readyz, /metrics, the dashboard and /api/v1")
+	apiOpts := registerAPIFlags(fs, getenv)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: collector serve [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -45,7 +47,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("listen on %s (flag -listen): %w", *listen, err)
 	}
-	srv := &http.Server{Handler: newRouter(s), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: newRouter(s, *apiOpts), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "collector listening on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -65,7 +67,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return nil
 }
 
-func newRouter(s *store.Store) http.Handler {
+func newRouter(s *store.Store, apiOpts api.Options) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
@@ -83,5 +85,6 @@ func newRouter(s *store.Store) http.Handler {
 		}
 		c.String(http.StatusOK, "ok")
 	})
+	mountDashboard(r, s, apiOpts)
 	return r
 }

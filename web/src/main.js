@@ -1,0 +1,334 @@
+// The dashboard: three pages behind a hash router (#/idle, #/why, #/profiles),
+// each a function that fetches from /api/v1 and renders into <main>.
+import './style.css'
+import { get } from './api.js'
+import {
+  STATE_COLORS, STATE_TITLES, REASON_COLORS, stackedArea, stackedBars, stackedColumns, lines, groupedBars, fmtTime,
+} from './charts.js'
+
+const STATES = ['busy', 'allocated_idle', 'unallocated_waiting', 'spare']
+const main = document.getElementById('page')
+const filtersForm = document.getElementById('filters')
+let charts = []
+
+const esc = (s) => String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]))
+const h1 = (x) => Number(x).toFixed(1)
+const pct = (x) => (100 * x).toFixed(1) + '%'
+const ts = (iso) => (iso ? new Date(iso).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '—')
+function dur(sec) {
+  sec = Math.round(sec)
+  const h = Math.floor(sec / 3600), m = Math.floor((sec % 3600) / 60), s = sec % 60
+  if (h) return `${h}h${String(m).padStart(2, '0')}m`
+  if (m) return `${m}m${String(s).padStart(2, '0')}s`
+  return `${s}s`
+}
+
+function filters() {
+  const f = Object.fromEntries(new FormData(filtersForm))
+  const out = { ...f }
+  if (f.range === 'all') out.from = '-400d'
+  else out.from = f.range
+  delete out.range
+  return out
+}
+
+function clear() {
+  charts.forEach((c) => c.destroy())
+  charts = []
+  main.innerHTML = ''
+}
+
+function route() {
+  const hash = location.hash || '#/idle'
+  const [path, qs] = hash.slice(1).split('?')
+  const page = path.split('/')[1] || 'idle'
+  document.querySelectorAll('nav a').forEach((a) => a.classList.toggle('active', a.dataset.page === page))
+  clear()
+  const params = new URLSearchParams(qs || '')
+  const render = { idle: idlePage, why: whyPage, profiles: profilesPage }[page] || idlePage
+  main.dataset.page = page
+  main.dataset.ready = 'false'
+  render(params).then(
+    () => { main.dataset.ready = 'true' },
+    (err) => {
+      main.insertAdjacentHTML('beforeend', `<p class="error" data-testid="error">${esc(err.message)}</p>`)
+      main.dataset.ready = 'true'
+    },
+  )
+}
+
+// ---------------------------------------------------------------- idle page
+
+async function idlePage() {
+  const f = filters()
+  main.innerHTML = `
+    <h1>GPU idle time</h1>
+    <p class="range" data-testid="range"></p>
+    <section class="kpis" data-testid="kpis"></section>
+    <section class="card"><h2>GPU time by category</h2><div class="chart tall"><canvas id="c-series"></canvas></div></section>
+    <section class="card">
+      <h2>By <select id="group-by">
+        <option value="node">node</option><option value="namespace">namespace</option><option value="queue">queue</option>
+        <option value="gpu_model">GPU model</option><option value="cluster">cluster</option></select>
+        <small>most wasted first</small></h2>
+      <div class="chart" id="groups-wrap"><canvas id="c-groups"></canvas></div>
+    </section>
+    <section class="card"><h2>Idle share per node over time <small>darker = more GPU time wasted</small></h2>
+      <div id="heatmap" data-testid="heatmap"></div><button id="more-nodes" hidden>more nodes</button></section>
+    <section class="card"><h2>Top idle holders <small>jobs keeping GPUs allocated but idle</small></h2>
+      <table data-testid="holders"><thead><tr><th>job / pod</th><th>queue</th><th>pods</th><th>nodes</th>
+      <th class="num">idle GPU-h</th><th class="num">busy GPU-h</th><th class="num">idle share</th></tr></thead><tbody></tbody></table>
+      <button id="more-holders" hidden>more</button></section>`
+  const [summary] = await Promise.all([get('/idle', f)])
+  const r = summary.range
+  const rangeEl = main.querySelector('[data-testid=range]')
+  rangeEl.dataset.from = r.from
+  rangeEl.dataset.to = r.to
+  rangeEl.textContent = `${ts(r.from)} → ${ts(r.to)}, step ${r.step}; ${h1(summary.gpu_hours)} GPU-hours in all`
+  const total = summary.gpu_hours || 1
+  main.querySelector('.kpis').innerHTML =
+    `<div class="kpi wasted"><div class="v" data-testid="idle-share">${pct(summary.idle_share)}</div>
+       <div class="l">wasted (allocated idle + unallocated while waiting)</div></div>` +
+    STATES.map((s) => `<div class="kpi" style="border-color:${STATE_COLORS[s]}">
+       <div class="v"><span data-testid="total-${s}">${h1(summary.totals[s])}</span> <small>GPU-h</small></div>
+       <div class="l">${STATE_TITLES[s]} · ${pct(summary.totals[s] / total)}</div></div>`).join('')
+  charts.push(stackedArea(main.querySelector('#c-series'), summary.series, STATES,
+    { colors: STATE_COLORS, titles: STATE_TITLES, step: r.step, yTitle: `GPU-hours per ${r.step === '1d' ? 'day' : 'hour'}` }))
+
+  const groupSel = main.querySelector('#group-by')
+  let groupChart
+  async function drawGroups() {
+    const g = await get('/idle/groups', { ...f, group_by: groupSel.value, limit: 15 })
+    if (groupChart) groupChart.destroy()
+    const wrap = main.querySelector('#groups-wrap')
+    wrap.style.height = Math.max(120, 28 * g.groups.length + 60) + 'px'
+    groupChart = stackedBars(main.querySelector('#c-groups'), g.groups, STATES, {
+      colors: STATE_COLORS, titles: STATE_TITLES, xTitle: 'GPU-hours',
+      labelOf: (x) => `${x.key || '(none)'} · ${pct(x.idle_share)} wasted`,
+    })
+    charts.push(groupChart)
+  }
+  groupSel.addEventListener('change', drawGroups)
+
+  let heatCursor = ''
+  const heat = main.querySelector('#heatmap')
+  const moreNodes = main.querySelector('#more-nodes')
+  async function drawHeat() {
+    const hm = await get('/idle/heatmap', { ...f, limit: 40, cursor: heatCursor })
+    if (!heat.firstChild) {
+      heat.insertAdjacentHTML('beforeend', `<div class="hrow axis"><span class="hname">node</span>
+        <span class="hcells">${hm.buckets.map((b, i) => `<i title="${esc(fmtTime(b, hm.range.step))}">${i % Math.ceil(hm.buckets.length / 8) === 0 ? esc(fmtTime(b, hm.range.step)) : ''}</i>`).join('')}</span></div>`)
+    }
+    for (const n of hm.nodes) {
+      const cells = n.idle_share.map((v, i) => {
+        const title = `${n.node} ${fmtTime(hm.buckets[i], hm.range.step)}: ` + (v === null ? 'no data' : `${pct(v)} wasted of ${h1(n.gpu_hours[i])} GPU-h`)
+        const bg = v === null ? '#eee' : `rgba(198,40,40,${0.08 + 0.92 * v})`
+        return `<i style="background:${bg}" title="${esc(title)}"></i>`
+      }).join('')
+      heat.insertAdjacentHTML('beforeend', `<div class="hrow" data-node="${esc(n.node)}"><span class="hname" title="${esc(n.gpu_model)}">${esc(n.node)}</span><span class="hcells">${cells}</span></div>`)
+    }
+    heatCursor = hm.next_cursor
+    moreNodes.hidden = !heatCursor
+  }
+  moreNodes.addEventListener('click', drawHeat)
+
+  let holderCursor = ''
+  const tbody = main.querySelector('[data-testid=holders] tbody')
+  const moreHolders = main.querySelector('#more-holders')
+  async function drawHolders() {
+    const hs = await get('/idle/holders', { ...f, limit: 15, cursor: holderCursor })
+    for (const x of hs.holders) {
+      const who = x.kind === 'job' ? `<a href="#/why?kind=job&q=${encodeURIComponent(x.job_uid)}">${esc(x.namespace)}/${esc(x.name)}</a>`
+        : `<a href="#/why?kind=pod&q=${encodeURIComponent(x.namespace + '/' + x.name)}">${esc(x.namespace)}/${esc(x.name)}</a> <small>(pod)</small>`
+      tbody.insertAdjacentHTML('beforeend', `<tr data-job="${esc(x.job_uid || '')}"><td>${who}</td><td>${esc(x.queue)}</td><td>${x.pods}</td><td>${x.nodes}</td>
+        <td class="num" data-testid="holder-idle">${h1(x.idle_gpu_hours)}</td><td class="num">${h1(x.busy_gpu_hours)}</td><td class="num">${pct(x.idle_share)}</td></tr>`)
+    }
+    if (!tbody.children.length) tbody.innerHTML = '<tr><td colspan="7">no GPU was held idle in this range</td></tr>'
+    holderCursor = hs.next_cursor
+    moreHolders.hidden = !holderCursor
+  }
+  moreHolders.addEventListener('click', drawHolders)
+  await Promise.all([drawGroups(), drawHeat(), drawHolders()])
+}
+
+// ----------------------------------------------------------------- why page
+
+async function whyPage(params) {
+  const q = params.get('q') || ''
+  const kind = params.get('kind') || ''
+  main.innerHTML = `
+    <h1>Why did it wait?</h1>
+    <form id="search" class="search"><input name="q" size="40" placeholder="pod or job: namespace/name, name or UID" value="${esc(q)}" data-testid="search-input">
+      <button type="submit">search</button></form>
+    <div id="results"></div>
+    <div id="story"></div>
+    <section class="card"><h2>Top wait reasons across the cluster <small>pod-hours spent waiting, by reason</small></h2>
+      <div class="split"><div class="chart"><canvas id="c-reasons"></canvas></div>
+      <table data-testid="reason-totals"><thead><tr><th>reason</th><th class="num">pod-hours</th><th class="num">share</th></tr></thead><tbody></tbody></table></div>
+    </section>`
+  main.querySelector('#search').addEventListener('submit', (e) => {
+    e.preventDefault()
+    const v = new FormData(e.target).get('q').trim()
+    location.hash = '#/why?q=' + encodeURIComponent(v)
+  })
+  const tasks = [clusterReasons()]
+  if (q) tasks.push(showQuery(q, kind))
+  await Promise.all(tasks)
+}
+
+async function clusterReasons() {
+  const f = filters()
+  delete f.node
+  delete f.gpu_model
+  const r = await get('/wait/reasons', f)
+  const cats = r.totals.map((t) => t.category)
+  const titles = Object.fromEntries(r.totals.map((t) => [t.category, t.title]))
+  const tbody = main.querySelector('[data-testid=reason-totals] tbody')
+  tbody.innerHTML = r.totals.map((t) => `<tr data-category="${esc(t.category)}"><td><i class="sw" style="background:${REASON_COLORS[t.category] || '#555'}"></i>${esc(t.title)}</td>
+    <td class="num" data-testid="reason-${esc(t.category)}">${h1(t.pod_hours)}</td><td class="num">${pct(t.share)}</td></tr>`).join('') ||
+    '<tr><td colspan="3">no pod waited in this range</td></tr>'
+  charts.push(stackedColumns(main.querySelector('#c-reasons'), r.series.map((p) => ({ t: p.t, values: p.pod_hours })), cats,
+    { colors: REASON_COLORS, titles, step: r.range.step, yTitle: 'pod-hours waiting' }))
+}
+
+async function showQuery(q, kind) {
+  const results = main.querySelector('#results')
+  try {
+    const story = await get('/why', { q, kind })
+    renderStory(story)
+  } catch (err) {
+    if (err.status !== 404 && err.status !== 400) throw err
+    const found = await get('/search', { q, limit: 20 }).catch(() => ({ results: [] }))
+    results.innerHTML = `<p class="note">${esc(err.message)}</p>` + (found.results.length
+      ? `<ul class="results" data-testid="results">${found.results.map((m) =>
+        `<li><a href="#/why?kind=${m.kind}&q=${encodeURIComponent(m.uid)}">${m.kind} ${esc(m.namespace)}/${esc(m.name)}</a> <small>${esc(m.phase)}, created ${ts(m.created)}</small></li>`).join('')}</ul>`
+      : '')
+  }
+}
+
+function renderStory(s) {
+  const el = main.querySelector('#story')
+  const span = Math.max((s.timeline.length ? new Date(s.timeline[s.timeline.length - 1].end) : new Date(s.created)) - new Date(s.created), 1)
+  const bar = s.timeline.map((iv) => {
+    const left = (100 * (new Date(iv.start) - new Date(s.created))) / span
+    const width = Math.max((100 * iv.seconds * 1000) / span, 0.3)
+    const color = iv.state === 'running' ? STATE_COLORS.busy : (REASON_COLORS[iv.category] || '#555')
+    return `<span style="left:${left}%;width:${width}%;background:${color}" title="${esc(iv.label)} (${dur(iv.seconds)})"></span>`
+  }).join('')
+  el.innerHTML = `
+    <section class="card" data-testid="story" data-uid="${esc(s.uid)}">
+      <h2>${s.kind} ${esc(s.namespace)}/${esc(s.name)} <small>uid ${esc(s.uid)} · ${esc(s.phase)}${s.queue ? ' · queue ' + esc(s.queue) : ''}${s.gpus ? ' · ' + s.gpus + ' GPUs' : ''}${s.node ? ' · ' + esc(s.node) : ''}</small></h2>
+      <p>created ${ts(s.created)} · waited <b data-testid="wait-total" data-seconds="${s.wait_seconds}">${dur(s.wait_seconds)}</b>
+        ${s.run_seconds ? ' · ran ' + dur(s.run_seconds) : ''}${s.gate_pod ? ` · the gang started when its last member <b>${esc(s.gate_pod)}</b> was bound` : ''}</p>
+      <div class="gantt" aria-label="timeline">${bar}</div>
+      <div class="split">
+        <table data-testid="breakdown"><thead><tr><th>waiting for</th><th class="num">time</th><th class="num">seconds</th><th class="num">share</th></tr></thead><tbody>
+        ${s.breakdown.map((b) => `<tr data-category="${esc(b.category)}"><td><i class="sw" style="background:${REASON_COLORS[b.category] || '#555'}"></i>${esc(b.title)}</td>
+          <td class="num">${dur(b.seconds)}</td><td class="num" data-testid="breakdown-${esc(b.category)}">${Math.round(b.seconds)}</td><td class="num">${pct(b.share)}</td></tr>`).join('')}
+        </tbody></table>
+        <div class="chart"><canvas id="c-activity"></canvas></div>
+      </div>
+      <h3>Timeline</h3>
+      <table data-testid="timeline"><thead><tr><th>from</th><th class="num">after</th><th class="num">for</th><th>what</th></tr></thead><tbody>
+        ${s.timeline.map((iv) => `<tr class="${iv.state}"><td>${ts(iv.start)}</td><td class="num">+${dur((new Date(iv.start) - new Date(s.created)) / 1000)}</td>
+          <td class="num">${dur(iv.seconds)}</td><td><i class="sw" style="background:${iv.state === 'running' ? STATE_COLORS.busy : (REASON_COLORS[iv.category] || '#555')}"></i>${esc(iv.label)}</td></tr>`).join('')}
+      </tbody></table>
+      ${s.members && s.members.length ? `<h3>Members</h3><table><thead><tr><th>pod</th><th>phase</th><th>node</th><th class="num">waited</th></tr></thead><tbody>
+        ${s.members.map((m) => `<tr><td><a href="#/why?kind=pod&q=${encodeURIComponent(m.uid)}">${esc(m.name)}</a></td><td>${esc(m.phase)}</td><td>${esc(m.node)}</td><td class="num">${dur(m.wait_seconds)}</td></tr>`).join('')}
+      </tbody></table>` : ''}
+      <h3>Scheduling attempts (${s.attempts.length})</h3>
+      <table data-testid="attempts"><thead><tr><th>at</th><th>pod</th><th>result</th><th>reason</th><th>message</th></tr></thead><tbody>
+        ${s.attempts.slice(-50).map((a) => `<tr><td>${ts(a.at)}</td><td>${esc(a.pod)}</td><td>${esc(a.result)}</td><td>${esc(a.category)}</td><td class="msg">${esc(a.message)}</td></tr>`).join('')}
+      </tbody></table>
+    </section>`
+  if (s.activity.length) {
+    charts.push(lines(el.querySelector('#c-activity'), s.activity.map((a) => ts(a.t).slice(5, 16)),
+      [{ label: 'GPU activity', data: s.activity.map((a) => 100 * a.active), color: STATE_COLORS.busy }],
+      { yTitle: 'engine activity (%)', xTitle: 'while running (UTC)', yMax: 100 }))
+  } else {
+    el.querySelector('#c-activity').replaceWith(Object.assign(document.createElement('p'), { textContent: 'no GPU activity recorded (not running yet)' }))
+  }
+}
+
+// ------------------------------------------------------------ profiles page
+
+async function profilesPage(params) {
+  main.innerHTML = `
+    <h1>Tuned profiles</h1>
+    <section class="card"><h2>Predicted vs measured <select id="metric"></select></h2><div class="chart"><canvas id="c-outcome"></canvas></div></section>
+    <section class="card"><h2>History</h2>
+      <table data-testid="profiles"><thead><tr><th>id</th><th>name</th><th>status</th><th>created</th><th>applied</th><th>outcome (predicted → measured)</th><th>queue limits</th></tr></thead><tbody></tbody></table>
+      <button id="more-profiles" hidden>older</button></section>
+    <section class="card"><h2>Compare <select id="diff-a"></select> → <select id="diff-b"></select></h2>
+      <div class="split"><ul data-testid="diff" class="diff"></ul><table data-testid="weights"><thead><tr><th>weight</th><th class="num">A</th><th class="num">B</th></tr></thead><tbody></tbody></table></div></section>`
+  const all = []
+  let cursor = ''
+  const tbody = main.querySelector('[data-testid=profiles] tbody')
+  const more = main.querySelector('#more-profiles')
+  async function page() {
+    const r = await get('/profiles', { limit: 50, cursor })
+    all.push(...r.profiles)
+    for (const p of r.profiles) {
+      const keys = [...new Set([...Object.keys(p.predicted), ...Object.keys(p.measured)])].sort()
+      const outcome = keys.map((k) => `${esc(k)}: <span data-testid="pred-${p.id}-${esc(k)}">${fmtNum(p.predicted[k])}</span> → <span data-testid="meas-${p.id}-${esc(k)}">${fmtNum(p.measured[k])}</span>`).join('<br>')
+      const limits = Object.entries(p.queue_limits).map(([q, l]) => `${esc(q)}: ${l.maxGPUs} GPUs`).join('<br>')
+      tbody.insertAdjacentHTML('beforeend', `<tr data-id="${p.id}"><td>${p.id}</td><td>${esc(p.name)}</td>
+        <td><span class="badge ${esc(p.status)}" data-testid="status-${p.id}">${esc(p.status.replace('_', ' '))}</span>${p.reason ? `<br><small>${esc(p.reason)}</small>` : ''}</td>
+        <td>${ts(p.created)}</td><td>${ts(p.applied)}</td><td>${outcome || '—'}</td><td>${limits || '—'}</td></tr>`)
+    }
+    cursor = r.next_cursor
+    more.hidden = !cursor
+  }
+  more.addEventListener('click', async () => { await page(); drawOutcome() })
+  await page()
+  if (!all.length) {
+    tbody.innerHTML = '<tr><td colspan="7">no tuned profile yet</td></tr>'
+    return
+  }
+  const metricSel = main.querySelector('#metric')
+  const metrics = [...new Set(all.flatMap((p) => [...Object.keys(p.predicted), ...Object.keys(p.measured)]))].sort()
+  metricSel.innerHTML = metrics.map((m) => `<option>${esc(m)}</option>`).join('')
+  let outcomeChart
+  function drawOutcome() {
+    if (outcomeChart) outcomeChart.destroy()
+    const m = metricSel.value
+    const ps = [...all].reverse()
+    outcomeChart = groupedBars(main.querySelector('#c-outcome'), ps.map((p) => `#${p.id} ${p.name}`), [
+      { label: 'predicted', data: ps.map((p) => p.predicted[m] ?? null), color: '#90caf9' },
+      { label: 'measured', data: ps.map((p) => p.measured[m] ?? null), color: '#1565c0' },
+    ], { yTitle: m })
+    charts.push(outcomeChart)
+  }
+  metricSel.addEventListener('change', drawOutcome)
+  drawOutcome()
+
+  const selA = main.querySelector('#diff-a'), selB = main.querySelector('#diff-b')
+  const opts = all.map((p) => `<option value="${p.id}">#${p.id} ${esc(p.name)} (${esc(p.status)})</option>`).join('')
+  selA.innerHTML = opts
+  selB.innerHTML = opts
+  selB.value = String(all[0].id)
+  selA.value = String((all[1] || all[0]).id)
+  if (params.get('a')) selA.value = params.get('a')
+  if (params.get('b')) selB.value = params.get('b')
+  async function drawDiff() {
+    const d = await get('/profiles/diff', { a: selA.value, b: selB.value })
+    main.querySelector('[data-testid=diff]').innerHTML = d.changes.length ? d.changes.map((c) => `<li>${esc(c)}</li>`).join('') : '<li>no difference</li>'
+    main.querySelector('[data-testid=weights] tbody').innerHTML = d.weights.map((w) =>
+      `<tr class="${w.a !== w.b ? 'changed' : ''}"><td>${esc(w.term)}</td><td class="num">${fmtNum(w.a)}</td><td class="num">${fmtNum(w.b)}</td></tr>`).join('')
+  }
+  selA.addEventListener('change', drawDiff)
+  selB.addEventListener('change', drawDiff)
+  await drawDiff()
+}
+
+function fmtNum(v) {
+  if (v === undefined || v === null) return '—'
+  return Math.abs(v) >= 100 ? v.toFixed(0) : Number(v.toPrecision(4)).toString()
+}
+
+filtersForm.addEventListener('submit', (e) => {
+  e.preventDefault()
+  route()
+})
+window.addEventListener('hashchange', route)
+route()
