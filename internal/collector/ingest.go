@@ -1,0 +1,412 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/schedloop/schedloop"
+)
+
+// SampleWriter stores a batch of samples all-or-nothing; *store.Store is one.
+type SampleWriter interface {
+	CopyGPUSamples(ctx context.Context, samples []schedloop.GPUSample) (int64, error)
+}
+
+// Defaults of IngestOptions.
+const (
+	DefaultBufferSamples = 1_000_000
+	DefaultBatchSamples  = 20_000
+	DefaultSpoolMaxBytes = 1 << 30
+	DefaultFlushInterval = time.Second
+	DefaultDrainTimeout  = 5 * time.Second
+)
+
+// DefaultBackoff paces retries while Postgres is away: 100 ms doubling to 30 s, with jitter.
+var DefaultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
+// IngestOptions tune an Ingester; zero fields take the defaults above.
+type IngestOptions struct {
+	// BufferSamples caps the samples held in memory, in flight included.
+	BufferSamples int
+	// BatchSamples caps one COPY.
+	BatchSamples int
+	// Writers is the number of COPYs run at once; default 1.
+	Writers int
+	// SpoolDir, when set, receives the oldest buffered samples when memory
+	// is full and whatever is still buffered at exit, up to SpoolMaxBytes.
+	SpoolDir      string
+	SpoolMaxBytes int64
+	// FlushInterval is the longest a partial batch waits for more samples.
+	FlushInterval time.Duration
+	// DrainTimeout bounds the last write attempt at exit.
+	DrainTimeout time.Duration
+	Backoff      *wait.Backoff
+	// Permanent reports errors that retrying the same batch cannot fix
+	// (Postgres rejected its content); such a batch is dropped and counted.
+	Permanent func(error) bool
+	// OnWritten is told the time span of each stored batch, so rollups can
+	// revisit minutes that received late samples.
+	OnWritten func(oldest, newest time.Time)
+	Logger    *slog.Logger
+	Metrics   *Metrics
+}
+
+// Ingester buffers samples and writes them in COPY batches, retrying with
+// backoff while the database is away. Add never blocks on the database.
+type Ingester struct {
+	w     SampleWriter
+	opts  IngestOptions
+	m     *Metrics
+	log   *slog.Logger
+	spool *spool
+
+	mu       sync.Mutex
+	queue    [][]schedloop.GPUSample // oldest first
+	buffered int                     // samples in queue plus in flight
+	oldest   time.Time               // oldest sample not yet written (approximate: per chunk)
+	wake     chan struct{}
+}
+
+// NewIngester prepares an ingester writing to w; call Run to start it.
+func NewIngester(w SampleWriter, opts IngestOptions) (*Ingester, error) {
+	if opts.BufferSamples <= 0 {
+		opts.BufferSamples = DefaultBufferSamples
+	}
+	if opts.BatchSamples <= 0 {
+		opts.BatchSamples = DefaultBatchSamples
+	}
+	if opts.Writers <= 0 {
+		opts.Writers = 1
+	}
+	if opts.SpoolMaxBytes <= 0 {
+		opts.SpoolMaxBytes = DefaultSpoolMaxBytes
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = DefaultFlushInterval
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
+	if opts.Backoff == nil {
+		b := DefaultBackoff
+		opts.Backoff = &b
+	}
+	if opts.Permanent == nil {
+		opts.Permanent = func(error) bool { return false }
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	in := &Ingester{w: w, opts: opts, m: opts.Metrics, log: opts.Logger, wake: make(chan struct{}, 1)}
+	if opts.SpoolDir != "" {
+		s, err := openSpool(opts.SpoolDir, opts.SpoolMaxBytes)
+		if err != nil {
+			return nil, err
+		}
+		in.spool = s
+		if _, n := s.stats(); n > 0 {
+			in.log.Info("samples left in the spool by a previous run will be sent", "samples", n, "dir", opts.SpoolDir)
+		}
+	}
+	return in, nil
+}
+
+// Collectors exposes the buffer gauges, read at scrape time.
+func (in *Ingester) Collectors() []prometheus.Collector {
+	gf := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help}, f)
+	}
+	return []prometheus.Collector{
+		gf("buffer_samples", "GPU samples held in memory waiting for Postgres, in-flight batches included.",
+			func() float64 { return float64(in.Buffered()) }),
+		gf("buffer_capacity_samples", "Capacity of the in-memory sample buffer.",
+			func() float64 { return float64(in.opts.BufferSamples) }),
+		gf("spool_bytes", "Bytes of GPU samples in the on-disk spool.",
+			func() float64 { b, _ := in.spool.stats(); return float64(b) }),
+		gf("spool_samples", "GPU samples in the on-disk spool.",
+			func() float64 { _, n := in.spool.stats(); return float64(n) }),
+		gf("lag_seconds", "Age of the oldest GPU sample held in memory and not yet stored; 0 when none waits.",
+			func() float64 { return in.Lag(time.Now()).Seconds() }),
+	}
+}
+
+// Buffered is the number of samples in memory, in flight included.
+func (in *Ingester) Buffered() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.buffered
+}
+
+// Lag is how old the oldest unwritten sample in memory is at now.
+func (in *Ingester) Lag(now time.Time) time.Duration {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.buffered == 0 || in.oldest.IsZero() {
+		return 0
+	}
+	return max(now.Sub(in.oldest), 0)
+}
+
+// Add queues samples. When memory is full the oldest queued samples move to
+// the spool; when the spool is full too (or absent), the new samples are
+// dropped and counted. It never waits for Postgres.
+func (in *Ingester) Add(samples []schedloop.GPUSample) {
+	valid := samples[:0:0]
+	for i := range samples {
+		if samples[i].Time.IsZero() || samples[i].GPUUUID == "" {
+			if valid == nil {
+				valid = make([]schedloop.GPUSample, 0, len(samples))
+				valid = append(valid, samples[:i]...)
+			}
+			in.m.Dropped.WithLabelValues(DropInvalid).Inc()
+			continue
+		}
+		if valid != nil {
+			valid = append(valid, samples[i])
+		}
+	}
+	if valid != nil {
+		samples = valid
+	}
+	if len(samples) == 0 {
+		return
+	}
+	in.m.Received.Add(float64(len(samples)))
+	in.mu.Lock()
+	for in.buffered+len(samples) > in.opts.BufferSamples && len(in.queue) > 0 && in.spool != nil {
+		// Spill the oldest queued chunk; the writer sends the spool first, so
+		// order is kept.
+		chunk := in.queue[0]
+		in.queue = in.queue[1:]
+		in.buffered -= len(chunk)
+		in.mu.Unlock()
+		err := in.spool.put(chunk)
+		in.mu.Lock()
+		if err != nil {
+			// Put it back: the new samples are the ones dropped.
+			in.queue = append([][]schedloop.GPUSample{chunk}, in.queue...)
+			in.buffered += len(chunk)
+			if !errors.Is(err, errSpoolFull) {
+				in.log.Error("spool write failed", "err", err)
+			}
+			break
+		}
+		in.m.Spooled.Add(float64(len(chunk)))
+	}
+	if in.buffered+len(samples) > in.opts.BufferSamples {
+		in.mu.Unlock()
+		in.m.Dropped.WithLabelValues(DropBufferFull).Add(float64(len(samples)))
+		in.log.Warn("ingest buffer full, samples dropped", "samples", len(samples), "buffer", in.opts.BufferSamples)
+		return
+	}
+	if in.buffered == 0 {
+		in.oldest = samples[0].Time
+	}
+	in.queue = append(in.queue, samples)
+	in.buffered += len(samples)
+	in.mu.Unlock()
+	select {
+	case in.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take removes up to BatchSamples queued samples, whole chunks first.
+func (in *Ingester) take(force bool) []schedloop.GPUSample {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	queued := 0
+	for _, c := range in.queue {
+		queued += len(c)
+	}
+	if queued == 0 || (!force && queued < in.opts.BatchSamples) {
+		return nil
+	}
+	var batch []schedloop.GPUSample
+	for len(in.queue) > 0 && len(batch) < in.opts.BatchSamples {
+		c := in.queue[0]
+		room := in.opts.BatchSamples - len(batch)
+		if len(batch) == 0 && len(c) <= room {
+			batch = c // common case: no copy
+			in.queue = in.queue[1:]
+			continue
+		}
+		if len(c) > room {
+			batch = append(batch, c[:room]...)
+			in.queue[0] = c[room:]
+			break
+		}
+		batch = append(batch, c...)
+		in.queue = in.queue[1:]
+	}
+	if len(in.queue) > 0 {
+		in.oldest = in.queue[0][0].Time
+	}
+	return batch
+}
+
+// giveBack returns an unwritten batch to the front of the queue.
+func (in *Ingester) giveBack(batch []schedloop.GPUSample) {
+	in.mu.Lock()
+	in.queue = append([][]schedloop.GPUSample{batch}, in.queue...)
+	in.oldest = batch[0].Time
+	in.mu.Unlock()
+}
+
+func (in *Ingester) done(n int) {
+	in.mu.Lock()
+	in.buffered -= n
+	in.mu.Unlock()
+}
+
+// Run writes batches until ctx ends, then makes one last attempt to store
+// what is buffered and spools the rest.
+func (in *Ingester) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for i := range in.opts.Writers {
+		// One writer owns the spool, so no segment is sent twice.
+		wg.Go(func() { in.writer(ctx, i == 0) })
+	}
+	wg.Wait()
+	in.drain()
+	return nil
+}
+
+func (in *Ingester) writer(ctx context.Context, spool bool) {
+	tick := time.NewTicker(in.opts.FlushInterval)
+	defer tick.Stop()
+	force := false
+	for ctx.Err() == nil {
+		if spool && in.spool != nil {
+			if seg, batch, ok, err := in.spool.oldest(); ok {
+				if err != nil {
+					in.log.Error("spool segment unreadable, dropped", "err", err)
+					in.m.Dropped.WithLabelValues(DropSpoolRead).Add(float64(seg.samples))
+					in.spool.remove(seg)
+					continue
+				}
+				if in.write(ctx, batch) {
+					in.spool.remove(seg)
+				}
+				continue
+			}
+		}
+		if batch := in.take(force); batch != nil {
+			if in.write(ctx, batch) {
+				in.done(len(batch))
+			} else {
+				in.giveBack(batch)
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-in.wake:
+			force = false
+		case <-tick.C:
+			force = true
+		}
+	}
+}
+
+// write stores batch, retrying with backoff; false means ctx ended first and
+// the batch is still the caller's.
+func (in *Ingester) write(ctx context.Context, batch []schedloop.GPUSample) bool {
+	b := *in.opts.Backoff
+	for {
+		began := time.Now()
+		_, err := in.w.CopyGPUSamples(ctx, batch)
+		if err == nil {
+			in.m.WriteDuration.Observe(time.Since(began).Seconds())
+			in.m.Written.Add(float64(len(batch)))
+			in.m.LastWrite.SetToCurrentTime()
+			if in.opts.OnWritten != nil {
+				lo, hi := batch[0].Time, batch[0].Time
+				for i := range batch {
+					lo, hi = minTime(lo, batch[i].Time), maxTime(hi, batch[i].Time)
+				}
+				in.opts.OnWritten(lo, hi)
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		in.m.WriteErrors.Inc()
+		if in.opts.Permanent(err) {
+			in.log.Error("Postgres rejected a sample batch; dropped", "samples", len(batch), "err", err)
+			in.m.Dropped.WithLabelValues(DropRejected).Add(float64(len(batch)))
+			return true
+		}
+		delay := b.Step()
+		in.log.Warn("sample batch not stored, retrying", "samples", len(batch), "retry_in", delay.Round(time.Millisecond), "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// drain runs after the writers stop: one bounded attempt to store what is
+// left, then the spool, then counted drops.
+func (in *Ingester) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), in.opts.DrainTimeout)
+	defer cancel()
+	for {
+		batch := in.take(true)
+		if batch == nil {
+			return
+		}
+		if ctx.Err() == nil {
+			if _, err := in.w.CopyGPUSamples(ctx, batch); err == nil {
+				in.m.Written.Add(float64(len(batch)))
+				in.done(len(batch))
+				continue
+			}
+		}
+		if in.spool != nil {
+			if err := in.spool.put(batch); err == nil {
+				in.m.Spooled.Add(float64(len(batch)))
+				in.done(len(batch))
+				continue
+			} else {
+				in.log.Error("could not spool samples at exit", "samples", len(batch), "err", err)
+			}
+		}
+		in.m.Dropped.WithLabelValues(DropShutdown).Add(float64(len(batch)))
+		in.done(len(batch))
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// String describes the options for the start-up log.
+func (o IngestOptions) String() string {
+	return fmt.Sprintf("buffer %d samples, batch %d, spool %q (max %d bytes)", o.BufferSamples, o.BatchSamples, o.SpoolDir, o.SpoolMaxBytes)
+}

@@ -1,0 +1,261 @@
+package events
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/podgroup"
+)
+
+// Labels and annotations read from pods and nodes.
+const (
+	labelQueue       = "kueue.x-k8s.io/queue-name"
+	labelGPUProduct  = "nvidia.com/gpu.product"
+	annotationGPUMil = "schedloop.io/gpu-milli"
+)
+
+// clock turns the apiserver's timestamps into the times stored. Kubernetes
+// keeps most timestamps to the second; when the watcher saw a transition
+// happen within that second, its own reading is the finer one.
+type clock struct {
+	now func() time.Time
+	// mapTime maps wall time onto the stored time axis (identity outside
+	// accelerated replays).
+	mapTime func(time.Time) time.Time
+}
+
+func (c clock) refine(api, observed time.Time) time.Time {
+	if api.IsZero() {
+		return c.mapTime(observed)
+	}
+	if !observed.IsZero() && api.Equal(api.Truncate(time.Second)) && !observed.Before(api) && observed.Sub(api) < time.Second {
+		return c.mapTime(observed)
+	}
+	return c.mapTime(api)
+}
+
+func (c clock) at(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return c.mapTime(t)
+}
+
+// podSeen is when the watcher first saw each transition of a pod.
+type podSeen struct {
+	created, bound, started, ended time.Time
+	deleted                        bool
+}
+
+// observe records transitions visible in pod now.
+func (s *podSeen) observe(pod *corev1.Pod, now time.Time) {
+	if s.created.IsZero() {
+		s.created = now
+	}
+	if s.bound.IsZero() && pod.Spec.NodeName != "" {
+		s.bound = now
+	}
+	terminal := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if s.started.IsZero() && (pod.Status.Phase == corev1.PodRunning || terminal && pod.Status.StartTime != nil && pod.Spec.NodeName != "") {
+		s.started = now
+	}
+	if s.ended.IsZero() && terminal {
+		s.ended = now
+	}
+}
+
+// gpuRequest is the whole GPUs a pod asks for (requests, else limits).
+func gpuRequest(pod *corev1.Pod) int {
+	total := 0
+	for _, c := range pod.Spec.Containers {
+		q, ok := c.Resources.Requests[schedloop.GPUResourceName]
+		if !ok {
+			q = c.Resources.Limits[schedloop.GPUResourceName]
+		}
+		total += int(q.Value())
+	}
+	return total
+}
+
+// toPod converts a pod as last seen.
+func (c clock) toPod(pod *corev1.Pod, seen *podSeen, jobUID string) schedloop.Pod {
+	p := schedloop.Pod{
+		UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name, JobUID: jobUID,
+		Queue: pod.Labels[labelQueue], SchedulerName: pod.Spec.SchedulerName,
+		GPUs: gpuRequest(pod), Node: pod.Spec.NodeName,
+		Created: c.refine(pod.CreationTimestamp.Time, seen.created),
+		Phase:   schedloop.PhasePending,
+	}
+	if pod.Spec.Priority != nil {
+		p.Priority = *pod.Spec.Priority
+	}
+	if v, err := strconv.Atoi(pod.Annotations[annotationGPUMil]); err == nil && v > 0 && v <= 1000 {
+		p.GPUMilli = v
+	}
+	if pod.Spec.NodeName != "" {
+		var api time.Time
+		for _, cond := range pod.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionTrue {
+				api = cond.LastTransitionTime.Time
+			}
+		}
+		p.Scheduled = c.refine(api, seen.bound)
+	}
+	terminal := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if pod.Spec.NodeName != "" && pod.Status.StartTime != nil && (pod.Status.Phase == corev1.PodRunning || terminal) {
+		p.Started = c.refine(pod.Status.StartTime.Time, seen.started)
+	}
+	switch pod.Status.Phase {
+	case corev1.PodRunning:
+		p.Phase = schedloop.PhaseRunning
+	case corev1.PodSucceeded:
+		p.Phase = schedloop.PhaseSucceeded
+	case corev1.PodFailed:
+		p.Phase = schedloop.PhaseFailed
+	}
+	if terminal {
+		var api time.Time
+		for _, cs := range pod.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.FinishedAt.After(api) {
+				api = t.FinishedAt.Time
+			}
+		}
+		p.Finished = c.refine(api, seen.ended)
+	} else if seen.deleted {
+		p.Phase = schedloop.PhaseDeleted
+		p.Finished = c.refine(time.Time{}, seen.ended)
+	}
+	return p
+}
+
+// group is a gang as declared by a PodGroup (scheduler-plugins) or by a
+// Kubernetes scheduling.k8s.io PodGroup.
+type group struct {
+	uid, namespace, name, queue string
+	minMember                   int
+	created                     time.Time // already mapped
+}
+
+func (g group) job(gpusPerMember int, priority int32) schedloop.Job {
+	return schedloop.Job{UID: g.uid, Namespace: g.namespace, Name: g.name, Kind: schedloop.JobKindGang,
+		Queue: g.queue, Priority: priority, MinMember: max(g.minMember, 1), GPUsPerMember: gpusPerMember,
+		Created: g.created, Phase: schedloop.PhasePending}
+}
+
+// groupFromUnstructured reads either PodGroup kind: scheduler-plugins'
+// spec.minMember or Kubernetes' spec.schedulingPolicy.gang.minCount.
+func (c clock) groupFromUnstructured(u *unstructured.Unstructured, observed time.Time) group {
+	g := group{uid: string(u.GetUID()), namespace: u.GetNamespace(), name: u.GetName(),
+		queue: u.GetLabels()[labelQueue], minMember: 1,
+		created: c.refine(u.GetCreationTimestamp().Time, observed)}
+	if u.GroupVersionKind().Group == podgroup.Group {
+		if n, ok, _ := unstructured.NestedInt64(u.Object, "spec", "minMember"); ok && n > 0 {
+			g.minMember = int(n)
+		}
+	} else if n, ok, _ := unstructured.NestedInt64(u.Object, "spec", "schedulingPolicy", "gang", "minCount"); ok && n > 0 {
+		g.minMember = int(n)
+	}
+	return g
+}
+
+// loneJob is the job of a pod outside any gang.
+func loneJob(p schedloop.Pod) schedloop.Job {
+	return schedloop.Job{UID: p.UID, Namespace: p.Namespace, Name: p.Name, Kind: schedloop.JobKindPod,
+		Queue: p.Queue, Priority: p.Priority, MinMember: 1, GPUsPerMember: p.GPUs, GPUMilliPerMember: p.GPUMilli,
+		Created: p.Created, Phase: schedloop.PhasePending}
+}
+
+// toNode converts a node.
+func (c clock) toNode(n *corev1.Node, now time.Time) schedloop.Node {
+	out := schedloop.Node{Name: n.Name, Labels: n.Labels, Topology: map[string]string{},
+		GPUModel: n.Labels[labelGPUProduct], FirstSeen: c.at(n.CreationTimestamp.Time), LastSeen: c.mapTime(now)}
+	for k, v := range n.Labels {
+		if strings.Contains(k, "topology") {
+			out.Topology[k] = v
+		}
+	}
+	if q, ok := n.Status.Allocatable[schedloop.GPUResourceName]; ok {
+		out.GPUCount = int(q.Value())
+	}
+	out.CPUMilli = n.Status.Allocatable.Cpu().MilliValue()
+	out.MemoryMiB = n.Status.Allocatable.Memory().Value() >> 20
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			out.Ready = cond.Status == corev1.ConditionTrue
+		}
+	}
+	return out
+}
+
+// eventTimes reads an event's count and span from either event API's fields.
+func (c clock) eventTimes(e *corev1.Event, observed time.Time) (count int, first, last time.Time) {
+	count = int(e.Count)
+	first, last = e.FirstTimestamp.Time, e.LastTimestamp.Time
+	if first.IsZero() {
+		first = e.EventTime.Time
+	}
+	if e.Series != nil {
+		count = max(count, int(e.Series.Count))
+		if e.Series.LastObservedTime.After(last) {
+			last = e.Series.LastObservedTime.Time
+		}
+	}
+	if first.IsZero() {
+		first = e.CreationTimestamp.Time
+	}
+	if last.IsZero() {
+		last = first
+	}
+	return max(count, 1), c.refine(first, time.Time{}), c.refine(last, observed)
+}
+
+// toEvent converts an event.
+func (c clock) toEvent(e *corev1.Event, observed time.Time) schedloop.Event {
+	count, first, last := c.eventTimes(e, observed)
+	source := e.Source.Component
+	if source == "" {
+		source = e.ReportingController
+	}
+	return schedloop.Event{UID: string(e.UID), Namespace: e.Namespace, InvolvedKind: e.InvolvedObject.Kind,
+		InvolvedName: e.InvolvedObject.Name, InvolvedUID: string(e.InvolvedObject.UID), Reason: e.Reason,
+		Type: e.Type, Message: e.Message, Source: source, Count: count, FirstSeen: first, LastSeen: last}
+}
+
+// Event reasons that are scheduling attempts.
+const (
+	reasonFailedScheduling = "FailedScheduling"
+	reasonScheduled        = "Scheduled"
+	reasonPreempted        = "Preempted"
+)
+
+// attempt turns a scheduling event about a pod into an attempt, keyed by the
+// event's UID and count so a re-list or a replayed watch adds nothing.
+func attempt(e schedloop.Event, parser *Parser) (schedloop.SchedulingAttempt, bool) {
+	if e.InvolvedKind != "Pod" || e.InvolvedUID == "" {
+		return schedloop.SchedulingAttempt{}, false
+	}
+	a := schedloop.SchedulingAttempt{Key: e.UID + "/" + strconv.Itoa(e.Count), PodUID: e.InvolvedUID, At: e.LastSeen, Message: e.Message}
+	switch e.Reason {
+	case reasonFailedScheduling:
+		f := parser.Parse(e.Message)
+		f.Attempt(&a)
+		a.Result = schedloop.AttemptUnschedulable
+		if a.Category == schedloop.WaitGangIncomplete {
+			a.Result = schedloop.AttemptWaiting
+		}
+	case reasonScheduled:
+		a.Result = schedloop.AttemptScheduled
+		a.Category = schedloop.WaitOther
+	case reasonPreempted:
+		a.Result = schedloop.AttemptPreempted
+		a.Category = schedloop.WaitPreemption
+	default:
+		return schedloop.SchedulingAttempt{}, false
+	}
+	return a, true
+}

@@ -1,0 +1,446 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/podgroup"
+)
+
+// Store is what the watcher writes; *store.Store is one. Every method merges
+// repeated observations, so a re-list after a restart or a dropped watch adds
+// nothing twice.
+type Store interface {
+	UpsertNodes(ctx context.Context, nodes []schedloop.Node) error
+	UpsertJobs(ctx context.Context, jobs []schedloop.Job) error
+	UpsertPods(ctx context.Context, pods []schedloop.Pod) error
+	DeriveJobs(ctx context.Context, jobUIDs []string) error
+	InsertAttempts(ctx context.Context, attempts []schedloop.SchedulingAttempt) (int64, error)
+	UpsertEvents(ctx context.Context, events []schedloop.Event) error
+}
+
+// WatchOptions configure a Watcher. Client and Store are required.
+type WatchOptions struct {
+	Client  kubernetes.Interface
+	Dynamic dynamic.Interface // nil: no PodGroups
+	Store   Store
+	Parser  *Parser // default NewParser()
+	// FlushInterval is how often changes are written. Default 1s.
+	FlushInterval time.Duration
+	// Now and MapTime are injected for tests and accelerated replays; they
+	// default to time.Now and the identity.
+	Now     func() time.Time
+	MapTime func(time.Time) time.Time
+	Logger  *slog.Logger
+}
+
+// Watcher follows Pods, Events, Nodes and PodGroups with shared informers and
+// writes pods, jobs, attempts, events and nodes to the store in batches.
+type Watcher struct {
+	opts  WatchOptions
+	clock clock
+	log   *slog.Logger
+
+	processed   *prometheus.CounterVec
+	writeErrors prometheus.Counter
+	synced      prometheus.Gauge
+
+	mu     sync.Mutex
+	seen   map[string]*podSeen          // pod UID -> observed transitions
+	pods   map[string]*corev1.Pod       // dirty pods by UID
+	events map[string]*corev1.Event     // dirty events by UID
+	evSeen map[string]time.Time         // event UID -> when its latest count was observed
+	nodes  map[string]*corev1.Node      // dirty nodes by name
+	groups map[string]group             // every known gang by "namespace/name"
+	dirtyG map[string]group             // gangs to (re)write by UID
+	byGang map[string]map[string]string // "namespace/name" -> pod UID -> pod UID, for pods waiting on their gang
+	podsBy map[string]*corev1.Pod       // last state of every live pod, for regrouping
+}
+
+// NewWatcher validates opts.
+func NewWatcher(opts WatchOptions) (*Watcher, error) {
+	if opts.Client == nil || opts.Store == nil {
+		return nil, errors.New("events watcher: Client and Store are required")
+	}
+	if opts.Parser == nil {
+		opts.Parser = NewParser()
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MapTime == nil {
+		opts.MapTime = func(t time.Time) time.Time { return t }
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	w := &Watcher{opts: opts, clock: clock{now: opts.Now, mapTime: opts.MapTime}, log: opts.Logger,
+		seen: map[string]*podSeen{}, pods: map[string]*corev1.Pod{}, events: map[string]*corev1.Event{},
+		evSeen: map[string]time.Time{}, nodes: map[string]*corev1.Node{}, groups: map[string]group{},
+		dirtyG: map[string]group{}, byGang: map[string]map[string]string{}, podsBy: map[string]*corev1.Pod{}}
+	w.processed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
+		Name: "objects_processed_total", Help: "Informer notifications handled, by kind (Pod, Event, Node, PodGroup)."}, []string{"kind"})
+	w.writeErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
+		Name: "write_errors_total", Help: "Failed writes of cluster history to Postgres; the changes are kept and retried."})
+	w.synced = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "schedloop", Subsystem: "events",
+		Name: "informers_synced", Help: "1 once every informer has listed its objects."})
+	return w, nil
+}
+
+// Collectors returns the watcher's metrics, the parser's included.
+func (w *Watcher) Collectors() []prometheus.Collector {
+	return append([]prometheus.Collector{w.processed, w.writeErrors, w.synced}, w.opts.Parser.Collectors()...)
+}
+
+// gangGVRs lists the PodGroup resources the server serves: scheduler-plugins'
+// and, where the server has the Workload API, Kubernetes' own.
+func (w *Watcher) gangGVRs() []schema.GroupVersionResource {
+	var out []schema.GroupVersionResource
+	disc := w.opts.Client.Discovery()
+	if res, err := disc.ServerResourcesForGroupVersion(podgroup.GVR.GroupVersion().String()); err == nil {
+		for _, r := range res.APIResources {
+			if r.Name == podgroup.GVR.Resource {
+				out = append(out, podgroup.GVR)
+			}
+		}
+	}
+	if groups, err := disc.ServerGroups(); err == nil {
+		for _, g := range groups.Groups {
+			if g.Name != "scheduling.k8s.io" {
+				continue
+			}
+			for _, v := range g.Versions {
+				res, err := disc.ServerResourcesForGroupVersion(v.GroupVersion)
+				if err != nil {
+					continue
+				}
+				for _, r := range res.APIResources {
+					if r.Name == "podgroups" {
+						out = append(out, schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: "podgroups"})
+						break
+					}
+				}
+				if len(out) > 0 && out[len(out)-1].Group == g.Name {
+					break // one version is enough
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Run starts the informers, waits for them to list, and writes changes every
+// FlushInterval until ctx ends; it returns after a last flush attempt.
+func (w *Watcher) Run(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactory(w.opts.Client, 0)
+	handlers := []struct {
+		inf  cache.SharedIndexInformer
+		kind string
+	}{
+		{factory.Core().V1().Pods().Informer(), "Pod"},
+		{factory.Core().V1().Events().Informer(), "Event"},
+		{factory.Core().V1().Nodes().Informer(), "Node"},
+	}
+	var dynFactory dynamicinformer.DynamicSharedInformerFactory
+	if w.opts.Dynamic != nil {
+		if gvrs := w.gangGVRs(); len(gvrs) > 0 {
+			dynFactory = dynamicinformer.NewDynamicSharedInformerFactory(w.opts.Dynamic, 0)
+			for _, gvr := range gvrs {
+				handlers = append(handlers, struct {
+					inf  cache.SharedIndexInformer
+					kind string
+				}{dynFactory.ForResource(gvr).Informer(), "PodGroup"})
+				w.log.Info("watching gangs", "resource", gvr.String())
+			}
+		}
+	}
+	var syncs []cache.InformerSynced
+	for _, h := range handlers {
+		kind := h.kind
+		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.handle(kind, obj, false) },
+			UpdateFunc: func(_, obj any) { w.handle(kind, obj, false) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				w.handle(kind, obj, true)
+			},
+		}); err != nil {
+			return fmt.Errorf("watch %s: %w", kind, err)
+		}
+		syncs = append(syncs, h.inf.HasSynced)
+	}
+	infCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	factory.Start(infCtx.Done())
+	if dynFactory != nil {
+		dynFactory.Start(infCtx.Done())
+	}
+	defer func() {
+		stop()
+		factory.Shutdown()
+		if dynFactory != nil {
+			dynFactory.Shutdown()
+		}
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
+		return fmt.Errorf("events watcher: informers did not list before shutdown: %w", ctx.Err())
+	}
+	w.synced.Set(1)
+	backoff := wait.Backoff{Duration: w.opts.FlushInterval, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+	delay := w.opts.FlushInterval
+	for {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			final, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return w.Flush(final)
+		case <-t.C:
+		}
+		if err := w.Flush(ctx); err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			w.writeErrors.Inc()
+			delay = backoff.Step()
+			w.log.Warn("cluster history not stored, retrying", "retry_in", delay.Round(time.Millisecond), "err", err)
+			continue
+		}
+		backoff = wait.Backoff{Duration: w.opts.FlushInterval, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+		delay = w.opts.FlushInterval
+	}
+}
+
+// handle records an informer notification as a pending change.
+func (w *Watcher) handle(kind string, obj any, deleted bool) {
+	w.processed.WithLabelValues(kind).Inc()
+	now := w.opts.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		uid := string(o.UID)
+		s := w.seen[uid]
+		if s == nil {
+			s = &podSeen{}
+			w.seen[uid] = s
+		}
+		s.observe(o, now)
+		if deleted {
+			s.deleted = true
+			if s.ended.IsZero() {
+				s.ended = now
+			}
+			delete(w.podsBy, uid)
+		} else {
+			w.podsBy[uid] = o
+		}
+		w.pods[uid] = o
+	case *corev1.Event:
+		if deleted {
+			return // the apiserver expiring an event is no news
+		}
+		uid := string(o.UID)
+		if prev, ok := w.events[uid]; !ok || prev.ResourceVersion != o.ResourceVersion {
+			w.evSeen[uid] = now
+		}
+		w.events[uid] = o
+	case *corev1.Node:
+		if !deleted {
+			w.nodes[o.Name] = o
+		}
+	case *unstructured.Unstructured:
+		g := w.clock.groupFromUnstructured(o, now)
+		key := g.namespace + "/" + g.name
+		if deleted {
+			delete(w.groups, key)
+			return
+		}
+		if old, ok := w.groups[key]; ok && old.uid == g.uid && !old.created.IsZero() {
+			g.created = old.created // keep the finer first observation
+		}
+		w.groups[key] = g
+		w.dirtyG[g.uid] = g
+		for uid := range w.byGang[key] {
+			if p := w.podsBy[uid]; p != nil {
+				w.pods[uid] = p
+			}
+		}
+		delete(w.byGang, key)
+	}
+}
+
+// gangOf names the gang a pod declares, "" for a lone pod.
+func gangOf(pod *corev1.Pod) string {
+	if name := pod.Labels[podgroup.LabelPodGroup]; name != "" {
+		return pod.Namespace + "/" + name
+	}
+	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+		return pod.Namespace + "/" + *sg.PodGroupName
+	}
+	return ""
+}
+
+// Flush writes the pending changes. On error they stay pending (merged with
+// anything newer) for the next call.
+func (w *Watcher) Flush(ctx context.Context) error {
+	now := w.opts.Now()
+	w.mu.Lock()
+	pods, events, nodes, groups := w.pods, w.events, w.nodes, w.dirtyG
+	w.pods, w.events, w.nodes, w.dirtyG = map[string]*corev1.Pod{}, map[string]*corev1.Event{}, map[string]*corev1.Node{}, map[string]group{}
+	var podRows []schedloop.Pod
+	jobs := map[string]schedloop.Job{}
+	derive := map[string]bool{}
+	for _, g := range groups {
+		jobs[g.uid] = g.job(0, 0)
+		derive[g.uid] = true
+	}
+	for uid, pod := range pods {
+		seen := w.seen[uid]
+		jobUID := uid
+		if key := gangOf(pod); key != "" {
+			g, ok := w.groups[key]
+			if !ok {
+				// The gang is not known yet: store the pod, and again once it is.
+				jobUID = ""
+				if w.byGang[key] == nil {
+					w.byGang[key] = map[string]string{}
+				}
+				w.byGang[key][uid] = uid
+			} else {
+				jobUID = g.uid
+				p := w.clock.toPod(pod, seen, jobUID)
+				j := g.job(p.GPUs, p.Priority)
+				j.GPUMilliPerMember = p.GPUMilli
+				jobs[g.uid] = j
+			}
+		}
+		p := w.clock.toPod(pod, seen, jobUID)
+		if jobUID == uid {
+			jobs[uid] = loneJob(p)
+		}
+		if jobUID != "" {
+			derive[jobUID] = true
+		}
+		podRows = append(podRows, p)
+	}
+	var eventRows []schedloop.Event
+	for uid, e := range events {
+		eventRows = append(eventRows, w.clock.toEvent(e, w.evSeen[uid]))
+	}
+	var nodeRows []schedloop.Node
+	for _, n := range nodes {
+		nodeRows = append(nodeRows, w.clock.toNode(n, now))
+	}
+	w.mu.Unlock()
+
+	err := w.write(ctx, podRows, jobs, derive, eventRows, nodeRows)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		for uid, p := range pods {
+			if _, newer := w.pods[uid]; !newer {
+				w.pods[uid] = p
+			}
+		}
+		for uid, e := range events {
+			if _, newer := w.events[uid]; !newer {
+				w.events[uid] = e
+			}
+		}
+		for name, n := range nodes {
+			if _, newer := w.nodes[name]; !newer {
+				w.nodes[name] = n
+			}
+		}
+		for uid, g := range groups {
+			if _, newer := w.dirtyG[uid]; !newer {
+				w.dirtyG[uid] = g
+			}
+		}
+		return err
+	}
+	// Forget what the apiserver no longer has once it is stored.
+	for uid, p := range pods {
+		if w.podsBy[uid] == nil && w.pods[uid] == nil && w.seen[uid] != nil && w.seen[uid].deleted {
+			delete(w.seen, uid)
+			_ = p
+		}
+	}
+	return nil
+}
+
+func (w *Watcher) write(ctx context.Context, pods []schedloop.Pod, jobs map[string]schedloop.Job, derive map[string]bool,
+	events []schedloop.Event, nodes []schedloop.Node) error {
+	if len(nodes) > 0 {
+		if err := w.opts.Store.UpsertNodes(ctx, nodes); err != nil {
+			return err
+		}
+	}
+	if len(jobs) > 0 {
+		rows := make([]schedloop.Job, 0, len(jobs))
+		for _, j := range jobs {
+			rows = append(rows, j)
+		}
+		if err := w.opts.Store.UpsertJobs(ctx, rows); err != nil {
+			return err
+		}
+	}
+	if len(pods) > 0 {
+		if err := w.opts.Store.UpsertPods(ctx, pods); err != nil {
+			return err
+		}
+	}
+	if len(derive) > 0 {
+		uids := make([]string, 0, len(derive))
+		for uid := range derive {
+			uids = append(uids, uid)
+		}
+		if err := w.opts.Store.DeriveJobs(ctx, uids); err != nil {
+			return err
+		}
+	}
+	if len(events) > 0 {
+		if err := w.opts.Store.UpsertEvents(ctx, events); err != nil {
+			return err
+		}
+		var attempts []schedloop.SchedulingAttempt
+		for _, e := range events {
+			if a, ok := attempt(e, w.opts.Parser); ok {
+				if a.Result != schedloop.AttemptScheduled && a.Category == schedloop.WaitOther {
+					w.log.Info("scheduling message not understood; stored under category other", "pod", e.InvolvedName, "message", e.Message)
+				}
+				attempts = append(attempts, a)
+			}
+		}
+		if len(attempts) > 0 {
+			if _, err := w.opts.Store.InsertAttempts(ctx, attempts); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
