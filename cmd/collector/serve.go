@@ -27,6 +27,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	db.RegisterAutoMigrate(fs)
 	listen := fs.String("listen", ":8080", "address for HTTP: /healthz, /readyz, /metrics, the dashboard and /api/v1")
 	apiOpts := registerAPIFlags(fs, getenv)
+	collect := registerCollectFlags(fs, getenv)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: collector serve [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -43,11 +44,28 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer s.Close()
 
+	if err := collect.validate(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s (flag -listen): %w", *listen, err)
 	}
-	srv := &http.Server{Handler: newRouter(s, *apiOpts), ReadHeaderTimeout: 10 * time.Second}
+	reg := prometheus.NewRegistry()
+	collectCtx, stopCollect := context.WithCancel(ctx)
+	defer stopCollect()
+	pipe, err := collect.start(collectCtx, s, reg, getenv("NODE_NAME"), stderr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer func() {
+		stopCollect()
+		if err := pipe.wait(); err != nil {
+			fmt.Fprintf(stderr, "collection stopped with errors: %v\n", err)
+		}
+	}()
+	srv := &http.Server{Handler: newRouter(s, *apiOpts, reg), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "collector listening on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -67,12 +85,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return nil
 }
 
-func newRouter(s *store.Store, apiOpts api.Options) http.Handler {
+func newRouter(s *store.Store, apiOpts api.Options, reg *prometheus.Registry) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
 
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok") })

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/schedloop/schedloop/internal/collector"
+	"github.com/schedloop/schedloop/internal/dcgm"
+	"github.com/schedloop/schedloop/internal/events"
+	"github.com/schedloop/schedloop/internal/store"
+)
+
+// urlList is a repeatable URL flag.
+type urlList []string
+
+func (u *urlList) String() string { return strings.Join(*u, ",") }
+func (u *urlList) Set(v string) error {
+	p, err := url.Parse(v)
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL of a dcgm-exporter /metrics page", v)
+	}
+	*u = append(*u, v)
+	return nil
+}
+
+// collectConfig is what the collection flags gather.
+type collectConfig struct {
+	kubeconfig        string
+	exporterURLs      urlList
+	exporterNamespace string
+	exporterService   string
+	exporterSelector  string
+	exporterPort      int
+	scrapeInterval    time.Duration
+	bufferSamples     int
+	batchSamples      int
+	spoolDir          string
+	spoolMaxBytes     int64
+	idleThreshold     float64
+	hostEngine        string
+	rollupEvery       time.Duration
+}
+
+func registerCollectFlags(fs *flag.FlagSet, getenv func(string) string) *collectConfig {
+	c := &collectConfig{}
+	fs.StringVar(&c.kubeconfig, "kubeconfig", getenv("KUBECONFIG"),
+		"kubeconfig of the cluster to watch (default: in-cluster service account, then $KUBECONFIG); \"off\" watches no cluster")
+	fs.Var(&c.exporterURLs, "dcgm-exporter-url", "dcgm-exporter /metrics URL to scrape (repeatable); adds to the discovered targets")
+	fs.StringVar(&c.exporterNamespace, "exporter-namespace", "", "namespace of the dcgm-exporter Service or pods to discover (empty: all)")
+	fs.StringVar(&c.exporterService, "exporter-service", "", "dcgm-exporter Service whose EndpointSlices list the targets (e.g. nvidia-dcgm-exporter)")
+	fs.StringVar(&c.exporterSelector, "exporter-selector", "", "label selector of dcgm-exporter pods, for installs without a Service (e.g. app=nvidia-dcgm-exporter)")
+	fs.IntVar(&c.exporterPort, "exporter-port", dcgm.DefaultExporterPort, "dcgm-exporter port on pods found with -exporter-selector")
+	fs.DurationVar(&c.scrapeInterval, "scrape-interval", 15*time.Second, "how often GPU telemetry is collected")
+	fs.IntVar(&c.bufferSamples, "buffer-samples", collector.DefaultBufferSamples, "GPU samples held in memory while Postgres is slow or away")
+	fs.IntVar(&c.batchSamples, "batch-samples", collector.DefaultBatchSamples, "most GPU samples sent in one COPY")
+	fs.StringVar(&c.spoolDir, "spool-dir", "", "directory for samples that do not fit in memory while Postgres is away, and for what is buffered at exit (empty: no spool)")
+	fs.Int64Var(&c.spoolMaxBytes, "spool-max-bytes", collector.DefaultSpoolMaxBytes, "size limit of -spool-dir")
+	fs.Float64Var(&c.idleThreshold, "idle-threshold", store.DefaultIdleThreshold, "engine activity (0..1) below which a GPU held by a pod counts as allocated but idle")
+	fs.StringVar(&c.hostEngine, "dcgm-hostengine", "off", "read GPUs through go-dcgm: \"embedded\", a standalone nv-hostengine address (host:port), or \"off\"")
+	fs.DurationVar(&c.rollupEvery, "rollup-interval", collector.DefaultRollupEvery, "how often closed minutes are rolled up into the idle and demand tables")
+	return c
+}
+
+func (c *collectConfig) validate() error {
+	switch {
+	case c.scrapeInterval <= 0:
+		return fmt.Errorf("flag -scrape-interval %v: want a positive duration", c.scrapeInterval)
+	case c.bufferSamples <= 0:
+		return fmt.Errorf("flag -buffer-samples %d: want a positive number", c.bufferSamples)
+	case c.batchSamples <= 0:
+		return fmt.Errorf("flag -batch-samples %d: want a positive number", c.batchSamples)
+	case c.spoolMaxBytes <= 0:
+		return fmt.Errorf("flag -spool-max-bytes %d: want a positive number", c.spoolMaxBytes)
+	case !(c.idleThreshold > 0 && c.idleThreshold <= 1):
+		return fmt.Errorf("flag -idle-threshold %v: want a number in (0, 1]", c.idleThreshold)
+	case c.rollupEvery <= 0:
+		return fmt.Errorf("flag -rollup-interval %v: want a positive duration", c.rollupEvery)
+	case c.exporterPort <= 0 || c.exporterPort > 65535:
+		return fmt.Errorf("flag -exporter-port %d: want a TCP port", c.exporterPort)
+	}
+	return nil
+}
+
+// restConfig finds the cluster: in-cluster first, then -kubeconfig; nil when
+// there is none (the collector then records telemetry only).
+func (c *collectConfig) restConfig() (*rest.Config, error) {
+	if c.kubeconfig == "off" {
+		return nil, nil
+	}
+	if c.kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			return nil, nil
+		}
+		return cfg, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("flag -kubeconfig %q: %w", c.kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// multiLister joins static and discovered targets.
+type multiLister []dcgm.TargetLister
+
+func (m multiLister) ListTargets(ctx context.Context) ([]string, error) {
+	var all []string
+	var errs []error
+	for _, l := range m {
+		t, err := l.ListTargets(ctx)
+		all = append(all, t...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return all, errors.Join(errs...)
+}
+
+// pipeline is the running collection: sources, ingest, rollups and the
+// cluster watcher, all stopped by the context given to start.
+type pipeline struct {
+	wg   sync.WaitGroup
+	errs chan error
+}
+
+// startCollection wires the collection flags to running components and
+// registers their metrics on reg.
+func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheus.Registerer, nodeName string, stderr io.Writer) (*pipeline, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg, err := c.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	var client kubernetes.Interface
+	var dyn dynamic.Interface
+	if cfg != nil {
+		if client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return nil, fmt.Errorf("flag -kubeconfig %q: kubernetes client: %w", c.kubeconfig, err)
+		}
+		if dyn, err = dynamic.NewForConfig(cfg); err != nil {
+			return nil, fmt.Errorf("flag -kubeconfig %q: dynamic client: %w", c.kubeconfig, err)
+		}
+	}
+
+	m := collector.NewMetrics()
+	roller := &collector.Roller{Store: s, Threshold: c.idleThreshold, Every: c.rollupEvery, Metrics: m, Logger: log}
+	ing, err := collector.NewIngester(s, collector.IngestOptions{
+		BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes,
+		Permanent: store.Permanent, OnWritten: roller.Written, Logger: log, Metrics: m,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flag -spool-dir %q: %w", c.spoolDir, err)
+	}
+	collectors := append(m.Collectors(), ing.Collectors()...)
+
+	var sources []collector.Source
+	targets := multiLister{dcgm.StaticTargets(c.exporterURLs)}
+	if client != nil && c.exporterService != "" {
+		targets = append(targets, &dcgm.EndpointSliceTargets{Client: client, Namespace: c.exporterNamespace, Service: c.exporterService})
+	}
+	if client != nil && c.exporterSelector != "" {
+		targets = append(targets, &dcgm.PodTargets{Client: client, Namespace: c.exporterNamespace, LabelSelector: c.exporterSelector, Port: c.exporterPort})
+	}
+	if (c.exporterService != "" || c.exporterSelector != "") && client == nil {
+		return nil, fmt.Errorf("flags -exporter-service/-exporter-selector need a cluster: set -kubeconfig or run in a pod")
+	}
+	if len(c.exporterURLs) > 0 || len(targets) > 1 {
+		sm := dcgm.NewScrapeMetrics()
+		collectors = append(collectors, sm)
+		sources = append(sources, &dcgm.ExporterScraper{Targets: targets, Metrics: sm, Timeout: min(c.scrapeInterval, dcgm.DefaultScrapeTimeout)})
+	}
+	var stopEngine func()
+	switch c.hostEngine {
+	case "off", "":
+	default:
+		hc := dcgm.HostEngineConfig{Mode: dcgm.Embedded, Node: nodeName}
+		if c.hostEngine != "embedded" {
+			hc.Mode, hc.Address = dcgm.Standalone, c.hostEngine
+		}
+		eng, err := dcgm.StartHostEngine(hc)
+		if err != nil {
+			return nil, fmt.Errorf("flag -dcgm-hostengine %q: %w", c.hostEngine, err)
+		}
+		stopEngine = func() { eng.Close() }
+		sources = append(sources, eng)
+	}
+
+	var watcher *events.Watcher
+	if client != nil {
+		watcher, err = events.NewWatcher(events.WatchOptions{Client: client, Dynamic: dyn, Store: s, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		collectors = append(collectors, watcher.Collectors()...)
+	}
+	for _, col := range collectors {
+		if err := reg.Register(col); err != nil {
+			return nil, fmt.Errorf("register collector metrics: %w", err)
+		}
+	}
+
+	p := &pipeline{errs: make(chan error, 8)}
+	run := func(name string, f func() error) {
+		p.wg.Go(func() {
+			if err := f(); err != nil {
+				p.errs <- fmt.Errorf("%s: %w", name, err)
+			}
+		})
+	}
+	// The ingester outlives the sources so their last samples are stored or
+	// spooled: it stops once they have.
+	ingCtx, stopIngest := context.WithCancel(context.Background())
+	var srcWG sync.WaitGroup
+	for _, src := range sources {
+		srcWG.Go(func() { _ = collector.Scrape(ctx, src, c.scrapeInterval, ing, log) })
+	}
+	run("ingest", func() error { return ing.Run(ingCtx) })
+	p.wg.Go(func() {
+		srcWG.Wait()
+		if stopEngine != nil {
+			stopEngine()
+		}
+		stopIngest()
+	})
+	run("rollup", func() error { return roller.Run(ctx) })
+	if watcher != nil {
+		run("cluster watcher", func() error { return watcher.Run(ctx) })
+	}
+	log.Info("collection started", "telemetry_sources", len(sources), "cluster", cfg != nil, "ingest", fmt.Sprint(collector.IngestOptions{
+		BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes}))
+	return p, nil
+}
+
+// wait blocks until every component has stopped and returns their errors.
+func (p *pipeline) wait() error {
+	p.wg.Wait()
+	close(p.errs)
+	var errs []error
+	for err := range p.errs {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
