@@ -52,7 +52,7 @@ func (f *failingWriter) CopyGPUSamples(_ context.Context, s []schedloop.GPUSampl
 }
 
 func (f *failingWriter) set(down bool) { f.mu.Lock(); f.down = down; f.mu.Unlock() }
-func (f *failingWriter) n() int       { f.mu.Lock(); defer f.mu.Unlock(); return len(f.stored) }
+func (f *failingWriter) n() int        { f.mu.Lock(); defer f.mu.Unlock(); return len(f.stored) }
 
 func batch(n int, at time.Time) []schedloop.GPUSample {
 	return storetest.Samples(n, n, at, time.Second)
