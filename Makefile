@@ -37,6 +37,7 @@ bench: postgres ## run the benchmarks and print each headline figure as `BENCH <
 	@# Benchmarks report headline metrics as "<name>@<unit>"; benchreport prints
 	@# the median of each as a BENCH line (raw output goes to stderr).
 	$(GO) test -run '^$$' -bench '^BenchmarkBulkIngest$$' -benchtime 3x -count 5 ./internal/store/ | $(GO) run ./scripts/benchreport
+	$(GO) test -run '^$$' -bench '^BenchmarkCollectorEndToEnd$$' -benchtime 1x -count 3 ./internal/collector/ | $(GO) run ./scripts/benchreport
 	scripts/bench-harness.sh
 
 fuzz: ## run each fuzz target for FUZZTIME

@@ -1,0 +1,118 @@
+package collector_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/collector"
+	"github.com/schedloop/schedloop/internal/dcgm"
+	"github.com/schedloop/schedloop/internal/harness/exporter"
+	"github.com/schedloop/schedloop/internal/store/storetest"
+)
+
+// staticGPUs is an exporter.Source with eight busy GPUs per node.
+type staticGPUs struct{}
+
+func (staticGPUs) GPUs(node string) []exporter.GPU {
+	out := make([]exporter.GPU, 8)
+	for i := range out {
+		out[i] = exporter.GPU{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", node, i), Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559,
+			Pod: fmt.Sprintf("train-%s-%d", node, i/4), Namespace: "ml", Container: "main", Util: 0.1 * float64(i), MemFraction: 0.5}
+	}
+	return out
+}
+
+// BenchmarkCollectorEndToEnd measures sustained samples/s from dcgm-exporter
+// pages to rows in Postgres: N simulated exporters (the harness's, 21 fields
+// per GPU as dcgm-exporter prints them) served over HTTP, scraped, parsed and
+// COPYed by the real pipeline. In the same run the same rows go through a
+// raw COPY (pgx CopyFrom, already-built rows), and the ratio is reported.
+//
+// Headline metrics: collector_samples_per_s and collector_vs_copy_ratio.
+func BenchmarkCollectorEndToEnd(b *testing.B) {
+	const nodes, rounds = 64, 200 // 512 GPUs per scrape, 102,400 samples per pass
+	var urls []string
+	for n := range nodes {
+		var page bytes.Buffer
+		if err := exporter.New(fmt.Sprintf("node-%03d", n), staticGPUs{}).Write(&page); err != nil {
+			b.Fatal(err)
+		}
+		body := page.Bytes()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+			w.Write(body)
+		}))
+		b.Cleanup(srv.Close)
+		urls = append(urls, srv.URL+"/metrics")
+	}
+	s := storetest.New(b)
+	ctx := context.Background()
+	start := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.EnsureSamplePartitions(ctx, start, start.Add(48*time.Hour)); err != nil {
+		b.Fatal(err)
+	}
+	truncate := func() {
+		if _, err := s.Pool().Exec(ctx, `TRUNCATE gpu_samples`); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var pipeTime, rawTime time.Duration
+	total := 0
+	for b.Loop() {
+		truncate()
+		var tick atomic.Int64
+		scraper := &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Concurrency: 4,
+			Now: func() time.Time { return start.Add(time.Duration(tick.Load()) * time.Second) }}
+		m := collector.NewMetrics()
+		in, err := collector.NewIngester(s, collector.IngestOptions{BufferSamples: 1 << 22, BatchSamples: 20_000, Writers: 2,
+			FlushInterval: 10 * time.Millisecond, Metrics: m})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rows []schedloop.GPUSample
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		began := time.Now()
+		go func() { in.Run(runCtx); close(done) }()
+		for r := range rounds {
+			tick.Store(int64(r))
+			samples, err := scraper.Collect(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows = append(rows, samples...)
+			in.Add(samples)
+		}
+		want := float64(len(rows))
+		for testutil.ToFloat64(m.Written) < want {
+			time.Sleep(time.Millisecond)
+		}
+		pipeTime += time.Since(began)
+		cancel()
+		<-done
+		total += len(rows)
+
+		truncate()
+		began = time.Now()
+		for i := 0; i < len(rows); i += 20_000 {
+			if _, err := s.CopyGPUSamples(ctx, rows[i:min(i+20_000, len(rows))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rawTime += time.Since(began)
+	}
+	pipeRate := float64(total) / pipeTime.Seconds()
+	rawRate := float64(total) / rawTime.Seconds()
+	b.ReportMetric(pipeRate, "collector_samples_per_s@samples/s")
+	b.ReportMetric(rawRate, "collector_raw_copy_samples_per_s@samples/s")
+	b.ReportMetric(pipeRate/rawRate, "collector_vs_copy_ratio@ratio")
+}
