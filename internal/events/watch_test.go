@@ -100,11 +100,13 @@ func TestWatchSurvivesDroppedConnectionsWithoutDuplicates(t *testing.T) {
 	client := kubernetes.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	parser := events.NewParser()
+	var current *events.Watcher
 	start := func() (stop func()) {
 		w, err := events.NewWatcher(events.WatchOptions{Client: client, Dynamic: dyn, Store: s, Parser: parser, FlushInterval: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
+		current = w
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- w.Run(runCtx) }()
@@ -172,6 +174,9 @@ func TestWatchSurvivesDroppedConnectionsWithoutDuplicates(t *testing.T) {
 	// A restarted collector lists everything again; Run's last flush at stop
 	// writes whatever the re-list produced.
 	stop = start()
+	waitFor(t, "the restarted watcher to list", func(context.Context) (bool, error) {
+		return testutil.ToFloat64(current.Collectors()[2]) == 1, nil // informers_synced
+	})
 	stop()
 
 	got, err := s.PodAttempts(ctx, string(pod.UID))
