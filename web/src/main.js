@@ -163,7 +163,7 @@ async function whyPage(params) {
     <div id="results"></div>
     <div id="story"></div>
     <section class="card"><h2>Top wait reasons across the cluster <small>pod-hours spent waiting, by reason</small></h2>
-      <div class="split"><div class="chart"><canvas id="c-reasons"></canvas></div>
+      <div class="split wide-first"><div class="chart"><canvas id="c-reasons"></canvas></div>
       <table data-testid="reason-totals"><thead><tr><th>reason</th><th class="num">pod-hours</th><th class="num">share</th></tr></thead><tbody></tbody></table></div>
     </section>`
   main.querySelector('#search').addEventListener('submit', (e) => {

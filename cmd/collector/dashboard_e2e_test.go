@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/schedloop/schedloop/internal/api/apitest"
+	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/store"
+	"github.com/schedloop/schedloop/internal/store/storetest"
+)
+
+// chromiumPath finds Debian's chromium; the test fails (never skips) without it.
+func chromiumPath(t *testing.T) string {
+	for _, p := range []string{os.Getenv("SCHEDLOOP_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if _, err := exec.LookPath(p); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium for the dashboard browser test: install Debian's package (apt-get install -y chromium) " +
+		"or point SCHEDLOOP_CHROMIUM at a Chromium binary")
+	return ""
+}
+
+// artifactsDir is where screenshots go: $SCHEDLOOP_ARTIFACTS, or a fixed
+// directory under the system temp dir so they outlive the test.
+func artifactsDir(t *testing.T) string {
+	dir := os.Getenv("SCHEDLOOP_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "schedloop-artifacts")
+	}
+	dir = filepath.Join(dir, "dashboard")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestDashboardInBrowser fills a database with a seeded history through
+// the store's writes and rollups, serves it with `collector serve`, and
+// drives the three pages in headless Chromium: each must show the numbers
+// the test computes from the database itself.
+func TestDashboardInBrowser(t *testing.T) {
+	chromium := chromiumPath(t)
+	url := storetest.URL(t)
+	st := storetest.Open(t, url)
+	if _, err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := apitest.Fill(context.Background(), st, 7, time.Now(), 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "-listen", "127.0.0.1:0"}, env(url), pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read listen address: %v", err)
+	}
+	go io.Copy(io.Discard, pr)
+	base := strings.TrimSpace(strings.TrimPrefix(line, "collector listening on "))
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 900),
+	)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	browser, cancelTimeout := context.WithTimeout(browser, 3*time.Minute)
+	defer cancelTimeout()
+	shots := artifactsDir(t)
+	t.Logf("screenshots in %s", shots)
+
+	ready := func(page string) chromedp.Action[chromedp.Void] {
+		return chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`main[data-page=%q][data-ready="true"]`, page)))
+	}
+	text := func(sel string) string {
+		s, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("read %s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	number := func(sel string) float64 {
+		s := text(sel)
+		v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+		if err != nil {
+			t.Fatalf("%s shows %q, not a number", sel, s)
+		}
+		return v
+	}
+	shot := func(name string) {
+		png, err := chromedp.Run(browser, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noError := func() {
+		n, err := chromedp.Run(browser, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=error]').length`))
+		if err != nil || n != 0 {
+			t.Fatalf("the page shows an error (%d): %s", n, text("main"))
+		}
+	}
+
+	// Page 1: GPU idle time over the last 24 hours.
+	if err := chromedp.Do(browser, chromedp.Navigate(base+"/#/idle"),
+		chromedp.SetValue(chromedp.CSS(`select[name=range]`), "-24h"),
+		chromedp.Click(chromedp.CSS(`#filters button`)), ready("idle"),
+		chromedp.WaitVisible(chromedp.CSS(`#heatmap .hrow[data-node]`))); err != nil {
+		t.Fatalf("idle page: %v", err)
+	}
+	noError()
+	attr := func(sel, name string) string {
+		a, err := chromedp.Run(browser, chromedp.AttributeValue(chromedp.CSS(sel), name))
+		if err != nil || !a.Exists {
+			t.Fatalf("attribute %s of %s: %v (exists %v)", name, sel, err, a.Exists)
+		}
+		return a.Value
+	}
+	from, _ := time.Parse(time.RFC3339, attr(`[data-testid=range]`, "data-from"))
+	to, _ := time.Parse(time.RFC3339, attr(`[data-testid=range]`, "data-to"))
+	want, err := st.GPUIdleBreakdown(context.Background(), from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Total() == 0 {
+		t.Fatalf("the page's range %s..%s holds no GPU time; history is %s..%s", from, to, hist.From, hist.To)
+	}
+	for id, minutes := range map[string]int64{"total-busy": want.BusyMinutes, "total-allocated_idle": want.AllocatedIdleMinutes,
+		"total-unallocated_waiting": want.UnallocatedWaitingMinutes, "total-spare": want.SpareMinutes} {
+		if got := number(`[data-testid=` + id + `]`); math.Abs(got-float64(minutes)/60) > 0.051 {
+			t.Errorf("idle page %s = %v GPU-h, database %v", id, got, float64(minutes)/60)
+		}
+	}
+	if got := number(`[data-testid=idle-share]`); math.Abs(got-100*want.IdleShare()) > 0.051 {
+		t.Errorf("idle share on the page %v%%, database %v%%", got, 100*want.IdleShare())
+	}
+	if rows, err := chromedp.Run(browser, chromedp.Evaluate[int](`document.querySelectorAll('#heatmap .hrow[data-node]').length`)); err != nil || rows != len(hist.Nodes) {
+		t.Errorf("heatmap has %d node rows, want %d (%v)", rows, len(hist.Nodes), err)
+	}
+	// The top idle holder, computed here from the per-minute rollup.
+	var topJob string
+	var topIdle int64
+	if err := st.Pool().QueryRow(context.Background(), `
+		SELECT p.job_uid, count(*) FROM gpu_minutes g JOIN pods p ON p.namespace = g.pod_namespace AND p.name = g.pod_name
+		WHERE g.minute >= $1 AND g.minute < $2 AND greatest(g.gr_engine_active_avg, g.gpu_util_avg / 100) < $3
+		GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1`, from, to, store.DefaultIdleThreshold).Scan(&topJob, &topIdle); err != nil {
+		t.Fatal(err)
+	}
+	firstJob := attr(`[data-testid=holders] tbody tr`, "data-job")
+	if got := number(`[data-testid=holders] tbody tr td[data-testid=holder-idle]`); firstJob != topJob || math.Abs(got-float64(topIdle)/60) > 0.051 {
+		t.Errorf("top idle holder on the page: job %s with %v GPU-h; database: job %s with %v GPU-h", firstJob, got, topJob, float64(topIdle)/60)
+	}
+	shot("idle.png")
+
+	// Page 2: search a pod, read its wait breakdown.
+	q := hist.Gated.Namespace + "/" + hist.Gated.Name
+	if err := chromedp.Do(browser, chromedp.Navigate(base+"/#/why"), ready("why"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=search-input]`), q),
+		chromedp.Click(chromedp.CSS(`#search button`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=story][data-uid="`+hist.Gated.UID+`"]`)), ready("why")); err != nil {
+		t.Fatalf("why page, search %s: %v", q, err)
+	}
+	noError()
+	bd, err := st.PodWaitBreakdown(context.Background(), hist.Gated.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cat, sec := range bd {
+		if got := number(`[data-testid=breakdown-` + cat + `]`); math.Abs(got-math.Round(sec)) > 0.5 {
+			t.Errorf("why page: %s waited %v s on the page, %v s in the database", cat, got, sec)
+		}
+	}
+	if tl := text(`[data-testid=timeline]`); !strings.Contains(tl, "gang incomplete: 1/2 members") || !strings.Contains(tl, "running on "+hist.Gated.Node) {
+		t.Errorf("timeline lacks the gang and running labels:\n%s", tl)
+	}
+	// Cluster-wide reasons: all of the history's waiting lies in the range.
+	var reasonRows []struct {
+		Category string
+		Seconds  float64
+	}
+	rs, err := st.Pool().Query(context.Background(), `SELECT category, sum(seconds) FROM pod_wait_breakdown GROUP BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rs.Next() {
+		var r struct {
+			Category string
+			Seconds  float64
+		}
+		if err := rs.Scan(&r.Category, &r.Seconds); err != nil {
+			t.Fatal(err)
+		}
+		reasonRows = append(reasonRows, r)
+	}
+	if len(reasonRows) < 4 {
+		t.Fatalf("history has only %d wait categories", len(reasonRows))
+	}
+	for _, r := range reasonRows {
+		if got := number(`[data-testid=reason-` + r.Category + `]`); math.Abs(got-r.Seconds/3600) > 0.051 {
+			t.Errorf("top wait reasons: %s = %v pod-h on the page, %v in the database", r.Category, got, r.Seconds/3600)
+		}
+	}
+	shot("why-pod.png")
+	if err := chromedp.Do(browser, chromedp.Navigate(base+"/#/why?kind=job&q="+hist.GangJob.UID),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=story][data-uid="`+hist.GangJob.UID+`"]`)), ready("why")); err != nil {
+		t.Fatalf("why page, job %s: %v", hist.GangJob.UID, err)
+	}
+	noError()
+	shot("why-job.png")
+
+	// Page 3: profiles, their status, outcomes and a diff.
+	if err := chromedp.Do(browser, chromedp.Navigate(base+"/#/profiles"), ready("profiles"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=diff] li`))); err != nil {
+		t.Fatalf("profiles page: %v", err)
+	}
+	noError()
+	ps, err := st.ListProfiles(context.Background(), "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if got := text(fmt.Sprintf(`[data-testid=status-%d]`, p.ID)); got != strings.ReplaceAll(string(p.Status), "_", " ") {
+			t.Errorf("profile %d status on the page %q, database %q", p.ID, got, p.Status)
+		}
+		for k, v := range p.Measured {
+			if got := number(fmt.Sprintf(`[data-testid=meas-%d-%s]`, p.ID, k)); math.Abs(got-v) > 1e-3*math.Max(1, math.Abs(v)) {
+				t.Errorf("profile %d measured %s on the page %v, database %v", p.ID, k, got, v)
+			}
+		}
+		for k, v := range p.Predicted {
+			if got := number(fmt.Sprintf(`[data-testid=pred-%d-%s]`, p.ID, k)); math.Abs(got-v) > 1e-3*math.Max(1, math.Abs(v)) {
+				t.Errorf("profile %d predicted %s on the page %v, database %v", p.ID, k, got, v)
+			}
+		}
+	}
+	// The default comparison is the second-newest against the newest.
+	wantDiff := profile.Diff(profile.FromDomain(ps[1]), profile.FromDomain(ps[0]))
+	if got := text(`[data-testid=diff]`); got != strings.Join(wantDiff, "\n") {
+		t.Errorf("diff on the page:\n%s\nwant:\n%s", got, strings.Join(wantDiff, "\n"))
+	}
+	shot("profiles.png")
+}
