@@ -204,6 +204,19 @@ func (in *Ingester) Add(samples []schedloop.GPUSample) {
 		}
 		in.m.Spooled.Add(float64(len(chunk)))
 	}
+	if in.buffered+len(samples) > in.opts.BufferSamples && in.spool != nil {
+		// Everything in memory is in flight: the new samples go to disk.
+		in.mu.Unlock()
+		err := in.spool.put(samples)
+		if err == nil {
+			in.m.Spooled.Add(float64(len(samples)))
+			return
+		}
+		if !errors.Is(err, errSpoolFull) {
+			in.log.Error("spool write failed", "err", err)
+		}
+		in.mu.Lock()
+	}
 	if in.buffered+len(samples) > in.opts.BufferSamples {
 		in.mu.Unlock()
 		in.m.Dropped.WithLabelValues(DropBufferFull).Add(float64(len(samples)))
@@ -250,9 +263,7 @@ func (in *Ingester) take(force bool) []schedloop.GPUSample {
 		batch = append(batch, c...)
 		in.queue = in.queue[1:]
 	}
-	if len(in.queue) > 0 {
-		in.oldest = in.queue[0][0].Time
-	}
+	// The batch is in flight and still the oldest: oldest moves on in done.
 	return batch
 }
 
@@ -267,6 +278,10 @@ func (in *Ingester) giveBack(batch []schedloop.GPUSample) {
 func (in *Ingester) done(n int) {
 	in.mu.Lock()
 	in.buffered -= n
+	in.oldest = time.Time{}
+	if len(in.queue) > 0 {
+		in.oldest = in.queue[0][0].Time
+	}
 	in.mu.Unlock()
 }
 
