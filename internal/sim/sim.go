@@ -165,6 +165,7 @@ type replay struct {
 	last                       time.Duration
 	started                    bool
 	allocated, reserved        int64
+	waiting                    int64 // milli-GPU demand of queued jobs, reserved parts included
 	busy                       float64
 	idleWait, allocIdle, total float64
 	fragInt                    float64
@@ -258,11 +259,8 @@ func (r *replay) advance(t time.Duration) {
 	if dt <= 0 {
 		return
 	}
-	var waitingDemand int64
-	for _, js := range r.pending {
-		per := js.job.Request.TotalGPUMilli()
-		waitingDemand += int64(js.job.Members-len(js.allocs)) * per
-	}
+	// Reserved members are counted in r.reserved; what waits is the rest.
+	waitingDemand := r.waiting - r.reserved
 	free := r.capacity - r.allocated - r.reserved
 	r.idleWait += float64(min(free, waitingDemand)) * dt
 	r.allocIdle += (float64(r.allocated) - r.busy + float64(r.reserved)) * dt
@@ -297,6 +295,7 @@ func (r *replay) handle(e event) {
 
 func (r *replay) enqueue(js *jobState) {
 	js.status = waiting
+	r.waiting += js.job.DemandMilli()
 	i, _ := slices.BinarySearchFunc(r.pending, js, func(a, b *jobState) int { return scoring.CompareQueueKeys(a.key, b.key) })
 	r.pending = slices.Insert(r.pending, i, js)
 }
@@ -374,7 +373,7 @@ func (r *replay) schedule(t time.Duration) {
 	if len(r.pending) == 0 {
 		return
 	}
-	failed := &shapeMemo{gen: r.gen, shapes: map[int]bool{}}
+	failed := &shapeMemo{gen: r.gen, shapes: map[int]bool{}, gangs: map[int]int{}}
 	queue := r.pending
 	r.pending = nil
 	keep := queue[:0:0]
@@ -398,19 +397,32 @@ func (r *replay) schedule(t time.Duration) {
 	r.pending = keep
 }
 
-// shapeMemo remembers lone-pod shapes that fitted nowhere at release
-// generation gen.
+// shapeMemo remembers, for release generation gen, the lone-pod shapes
+// that fitted nowhere and the smallest gang of each shape that could not be
+// placed: until something is released, they and larger gangs fail again.
 type shapeMemo struct {
 	gen    int64
 	shapes map[int]bool
+	gangs  map[int]int
 }
 
-func (m *shapeMemo) failed(gen int64, shape int) bool {
+func (m *shapeMemo) reset(gen int64) {
 	if m.gen != gen {
 		m.gen = gen
 		clear(m.shapes)
+		clear(m.gangs)
 	}
+}
+
+func (m *shapeMemo) failed(gen int64, shape int) bool {
+	m.reset(gen)
 	return m.shapes[shape]
+}
+
+func (m *shapeMemo) gangFailed(gen int64, shape, members int) bool {
+	m.reset(gen)
+	least, ok := m.gangs[shape]
+	return ok && members >= least
 }
 
 // try attempts to start js now; it reports whether js left the queue.
@@ -444,11 +456,17 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 		r.begin(js, t)
 		return true
 	}
+	if failed.gangFailed(r.gen, js.shape, j.Members) {
+		return false
+	}
 	allocs, idx, ok := r.p.placeGang(j.Request, j.Members, pod)
 	if ok {
 		js.allocs, js.nodeIdx = allocs, idx
 		r.begin(js, t)
 		return true
+	}
+	if least, seen := failed.gangs[js.shape]; !seen || j.Members < least {
+		failed.gangs[js.shape] = j.Members
 	}
 	// A gang starts reserving only when its members fit once the gangs
 	// already reserving are given theirs (scoring.GangFit, the live
@@ -481,6 +499,7 @@ func (r *replay) reservingDemands() []scoring.GangDemand {
 // begin starts a job whose every member holds its allocation.
 func (r *replay) begin(js *jobState, t time.Duration) {
 	js.status, js.start = running, t
+	r.waiting -= js.job.DemandMilli()
 	r.count(js)
 	per := r.member(js)
 	r.allocated += per * int64(len(js.allocs))
@@ -533,6 +552,7 @@ func (r *replay) preempt(js *jobState, t time.Duration) bool {
 		v.tried = -1
 		r.preemptions++
 		r.pending = append(r.pending, v)
+		r.waiting += v.job.DemandMilli()
 		v.status = waiting
 	}
 	a, i, ok := r.p.placeOne(j.Request, js.shape, uint64(js.idx))
