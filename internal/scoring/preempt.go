@@ -23,6 +23,13 @@ type Victim struct {
 // back ("reprieves") as many as it can, highest priority first, so the
 // victims are few and of low priority. n is left unchanged.
 func SelectVictims(n *Node, r Request, priority int32, running []Victim) (victims []int, ok bool) {
+	anyLower := false
+	for _, v := range running {
+		anyLower = anyLower || v.Priority < priority
+	}
+	if !anyLower {
+		return nil, false
+	}
 	trial := n.Clone()
 	var lower []int
 	for i, v := range running {

@@ -166,6 +166,7 @@ type replay struct {
 	started                    bool
 	allocated, reserved        int64
 	waiting                    int64 // milli-GPU demand of queued jobs, reserved parts included
+	lowest                     int32 // lowest priority of any job: nobody can preempt at it
 	busy                       float64
 	idleWait, allocIdle, total float64
 	fragInt                    float64
@@ -192,6 +193,11 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 	r := &replay{cfg: cfg, p: newPlacer(cl, s, cfg.Policy == scoring.PolicyRandom, cfg.Seed, -1),
 		capacity: cl.GPUMilli(), usage: map[string]scoring.QueueUsage{}, onNode: make([][]podRef, len(cl.Nodes)),
 		emptyCap: map[string]int{}}
+	for i, j := range jobs {
+		if i == 0 || j.Priority < r.lowest {
+			r.lowest = j.Priority
+		}
+	}
 	states := make([]*jobState, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
@@ -386,7 +392,7 @@ func (r *replay) schedule(t time.Duration) {
 			continue
 		}
 		js.tried = r.gen
-		if r.cfg.Preemption && js.job.Members == 1 && js.status == waiting && r.preempt(js, t) {
+		if r.cfg.Preemption && js.job.Members == 1 && js.status == waiting && js.job.Priority > r.lowest && r.preempt(js, t) {
 			continue
 		}
 		keep = append(keep, js)
