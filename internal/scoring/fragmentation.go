@@ -153,25 +153,24 @@ func Fragmentation(n *Node, w Workload) float64 {
 	return f
 }
 
-// fragmentationAfter is Fragmentation of n once r took the given devices,
-// computed in place and undone, so scoring every node allocates nothing.
+// fragmentationAfter is Fragmentation of n once r took the given devices.
+// It works on a copy held on the stack (for up to 16 devices), so scoring
+// every node allocates nothing and n is only read: the scheduler shares one
+// cached view of a node between cycles.
 func fragmentationAfter(n *Node, r Request, devices []int, w Workload) float64 {
 	milli := MilliPerGPU
 	if r.Shared() {
 		milli = r.GPUMilli
 	}
+	var buf [16]int
+	after := *n
+	after.GPUFree = append(buf[:0], n.GPUFree...)
 	for _, d := range devices {
-		n.GPUFree[d] -= milli
+		after.GPUFree[d] -= milli
 	}
-	n.CPUMilliFree -= r.CPUMilli
-	n.MemoryMiBFree -= r.MemoryMiB
-	f := Fragmentation(n, w)
-	for _, d := range devices {
-		n.GPUFree[d] += milli
-	}
-	n.CPUMilliFree += r.CPUMilli
-	n.MemoryMiBFree += r.MemoryMiB
-	return f
+	after.CPUMilliFree -= r.CPUMilli
+	after.MemoryMiBFree -= r.MemoryMiB
+	return Fragmentation(&after, w)
 }
 
 // FragmentationChoice returns the devices that minimise n's fragmentation

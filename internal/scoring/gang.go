@@ -16,11 +16,11 @@ func PlaceGang(nodes []*Node, r Request, members, depth, maxLevel int, s Scorer)
 		s.Plan = &plan
 	}
 	required := maxLevel >= 0 && s.Plan != nil
-	score := func(_ int, n *Node) (int64, []int) {
+	score := func(_ int, n *Node) (float64, []int) {
 		if required && !s.Plan.Contains(n) {
 			return -1, nil
 		}
-		return s.NodeScoreDevices(n, r)
+		return s.Score(n, r)
 	}
 	for m := 0; m < members; m++ {
 		i, devices := SelectNode(nodes, r, score)

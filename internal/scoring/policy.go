@@ -8,14 +8,15 @@ import (
 )
 
 // Node selection is shared by the scheduler plugins and the simulator, so
-// both break ties the same way: among feasible nodes with equal integer
-// score (NodeScore, the framework's 0..100 range) the node whose name sorts
-// first wins. A name-based rule does not depend on the order a caller lists
-// nodes in, so the live scheduler and a replay agree without sharing lists.
+// both choose the same node: the highest Score (before the framework's
+// rounding to 0..100), ties going to the node whose name sorts first — the
+// rule of Best, which the scheduler plugin folds into its integer scores. A
+// name-based rule does not depend on the order a caller lists nodes in, so
+// the live scheduler and a replay agree without sharing lists.
 
 // Better reports whether a node scoring aScore named aName should be chosen
 // over one scoring bScore named bName: higher score first, then lower name.
-func Better(aScore int64, aName string, bScore int64, bName string) bool {
+func Better(aScore float64, aName string, bScore float64, bName string) bool {
 	if aScore != bScore {
 		return aScore > bScore
 	}
@@ -24,13 +25,13 @@ func Better(aScore int64, aName string, bScore int64, bName string) bool {
 
 // ScoreFunc scores the feasible node nodes[i] for a request and names the
 // devices the placement would use; a negative score excludes the node.
-type ScoreFunc func(i int, n *Node) (int64, []int)
+type ScoreFunc func(i int, n *Node) (float64, []int)
 
 // SelectNode filters nodes with Fit, scores the feasible ones and returns
 // the index of the best by Better, with its devices; -1 when none fits.
 func SelectNode(nodes []*Node, r Request, score ScoreFunc) (best int, devices []int) {
 	best = -1
-	var bestScore int64
+	var bestScore float64
 	for i, n := range nodes {
 		if n.Fit(r) != Fits {
 			continue

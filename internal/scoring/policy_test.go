@@ -13,7 +13,7 @@ func TestSelectNodeBreaksTiesByName(t *testing.T) {
 		NewNode("tiny", "A100", 1, 64000, 1<<20),
 	}
 	s := &Scorer{Weights: Weights{TermBinPack: 1}}
-	score := func(_ int, n *Node) (int64, []int) { return s.NodeScoreDevices(n, Request{GPUs: 2}) }
+	score := func(_ int, n *Node) (float64, []int) { return s.Score(n, Request{GPUs: 2}) }
 	if i, _ := SelectNode(nodes, Request{GPUs: 2}, score); nodes[i].Name != "a" {
 		t.Errorf("equal scores chose %s, want a (first by name)", nodes[i].Name)
 	}
@@ -25,14 +25,14 @@ func TestSelectNodeBreaksTiesByName(t *testing.T) {
 		t.Errorf("an unfit request chose %d", i)
 	}
 	for _, tc := range []struct {
-		as     int64
+		as     float64
 		an     string
-		bs     int64
+		bs     float64
 		bn     string
 		better bool
-	}{{2, "z", 1, "a", true}, {1, "a", 1, "b", true}, {1, "b", 1, "a", false}, {0, "a", 1, "z", false}} {
+	}{{2, "z", 1, "a", true}, {1, "a", 1, "b", true}, {1, "b", 1, "a", false}, {0, "a", 1, "z", false}, {50.4, "z", 50.3, "a", true}} {
 		if got := Better(tc.as, tc.an, tc.bs, tc.bn); got != tc.better {
-			t.Errorf("Better(%d %s, %d %s) = %v", tc.as, tc.an, tc.bs, tc.bn, got)
+			t.Errorf("Better(%v %s, %v %s) = %v", tc.as, tc.an, tc.bs, tc.bn, got)
 		}
 	}
 }
@@ -197,7 +197,7 @@ func TestFragmentationSteersCPUOnlyPods(t *testing.T) {
 	w := Workload{{Request{CPUMilli: 4000, GPUs: 1}, 1}}
 	s := &Scorer{Weights: Weights{TermFragmentation: 1}, Workload: w}
 	r := Request{CPUMilli: 6000}
-	i, _ := SelectNode([]*Node{gpuNode, cpuNode}, r, func(_ int, n *Node) (int64, []int) { return s.NodeScoreDevices(n, r) })
+	i, _ := SelectNode([]*Node{gpuNode, cpuNode}, r, func(_ int, n *Node) (float64, []int) { return s.Score(n, r) })
 	if i != 1 {
 		t.Errorf("CPU-only pod went to %d, want the CPU node (1)", i)
 	}

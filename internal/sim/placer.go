@@ -29,7 +29,7 @@ type placer struct {
 
 type cached struct {
 	gen     uint32 // node generation + 1; 0 is empty
-	score   int64
+	score   float64
 	devices []int
 }
 
@@ -59,19 +59,20 @@ func (p *placer) shape(key string) int {
 // pick chooses a node for one pod (pod identifies it to the random policy).
 func (p *placer) pick(r scoring.Request, shape int, pod uint64) (int, []int) {
 	if p.random {
-		return scoring.SelectNode(p.nodes, r, func(_ int, n *scoring.Node) (int64, []int) {
-			return int64(scoring.RandomRank(p.seed, pod, n.Name) >> 1), scoring.RandomDevices(n, r, p.seed, pod)
+		return scoring.SelectNode(p.nodes, r, func(_ int, n *scoring.Node) (float64, []int) {
+			// 53 bits of the rank are exact in a float64.
+			return float64(scoring.RandomRank(p.seed, pod, n.Name) >> 11), scoring.RandomDevices(n, r, p.seed, pod)
 		})
 	}
 	if p.cache[shape] == nil {
 		p.cache[shape] = make([]cached, len(p.nodes))
 	}
 	row := p.cache[shape]
-	return scoring.SelectNode(p.nodes, r, func(i int, n *scoring.Node) (int64, []int) {
+	return scoring.SelectNode(p.nodes, r, func(i int, n *scoring.Node) (float64, []int) {
 		if e := row[i]; e.gen == p.gen[i]+1 {
 			return e.score, e.devices
 		}
-		v, d := p.scorer.NodeScoreDevices(n, r)
+		v, d := p.scorer.Score(n, r)
 		row[i] = cached{gen: p.gen[i] + 1, score: v, devices: d}
 		return v, d
 	})
