@@ -105,6 +105,7 @@ type jobState struct {
 	epoch   int
 	tried   int64 // release generation of the last failed attempt; -1: never tried
 	counted bool  // queue usage holds this job
+	placed  []string
 	preempt int
 }
 
@@ -506,6 +507,12 @@ func (r *replay) reservingDemands() []scoring.GangDemand {
 func (r *replay) begin(js *jobState, t time.Duration) {
 	js.status, js.start = running, t
 	r.waiting -= js.job.DemandMilli()
+	if r.cfg.RecordPlacements {
+		js.placed = js.placed[:0]
+		for _, a := range js.allocs {
+			js.placed = append(js.placed, a.Node)
+		}
+	}
 	r.count(js)
 	per := r.member(js)
 	r.allocated += per * int64(len(js.allocs))
@@ -599,10 +606,8 @@ func (r *replay) result(states []*jobState) Result {
 		if i == 0 || js.job.Arrival < first {
 			first = js.job.Arrival
 		}
-		if r.cfg.RecordPlacements && o.State == Done {
-			for _, a := range js.allocs {
-				o.Nodes = append(o.Nodes, a.Node)
-			}
+		if o.State == Done {
+			o.Nodes = js.placed
 		}
 		res.Jobs[i] = o
 	}
