@@ -56,7 +56,7 @@ func registerTuneFlags(fs *flag.FlagSet, getenv func(string) string) *tuneFlags 
 	fs.IntVar(&f.maxJobs, "max-jobs", 0, "replay at most the first N jobs by arrival (0: all)")
 	fs.StringVar(&f.levels, "topology-levels", strings.Join(trace.DefaultLevels, ","), "node-label keys of the topology levels, outermost first")
 	fs.Float64Var(&f.util, "util", trace.DefaultUtil, "GPU utilisation assumed for stored jobs while they run (0..1)")
-	fs.StringVar(&f.current, "current", "", "current profile YAML; empty reads the applied profile from the database, else the built-in default")
+	fs.StringVar(&f.current, "current", "", "current profile: a profile YAML file, \"default\" for the built-in default, or empty for the profile applied in the database (the default when none is)")
 	fs.StringVar(&f.name, "name", "", "name of the proposed profile (default tuned-<UTC time>)")
 	fs.StringVar(&f.objective, "objective", tuner.DefaultObjective().String(), "objective weights, metric=weight,... (all lower-is-better)")
 	fs.Float64Var(&f.margin, "margin", g.Margin, "relative held-out gain a proposal needs before it is published")
@@ -171,6 +171,9 @@ func (f *tuneFlags) workload(ctx context.Context, s *store.Store, now time.Time)
 
 // currentProfile is the profile the proposal must beat, and its stored ID.
 func (f *tuneFlags) currentProfile(ctx context.Context, s *store.Store) (profile.Document, int64, error) {
+	if f.current == builtinProfile {
+		return profile.Default(), 0, nil
+	}
 	if f.current != "" {
 		data, err := os.ReadFile(f.current)
 		if err != nil {
@@ -316,3 +319,6 @@ func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guar
 	}
 	return rep, nil
 }
+
+// builtinProfile is the -current value that names profile.Default.
+const builtinProfile = "default"
