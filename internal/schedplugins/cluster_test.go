@@ -45,7 +45,16 @@ func schedulerConfig(t testing.TB, kubeconfig string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The stock profile keeps its plugins but must share the QueueSort
+	// plugin (kube-scheduler allows one for all profiles); for pods outside
+	// any gang its order is PrioritySort's.
 	return string(shipped) + fmt.Sprintf(`- schedulerName: default-scheduler
+  plugins:
+    queueSort:
+      enabled:
+      - name: SchedloopQueueSort
+      disabled:
+      - name: "*"
 leaderElection:
   leaderElect: false
 clientConnection:

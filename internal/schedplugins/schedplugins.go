@@ -15,16 +15,28 @@ import (
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/schedplugins/queue"
+	"github.com/schedloop/schedloop/internal/schedplugins/queuesort"
 	"github.com/schedloop/schedloop/internal/schedplugins/topology"
 )
 
 // Set is one scheduler's worth of schedloop plugins: they share one profile
-// holder, and the plugins of one scheduling profile share one gang manager.
+// holder and one queue order, and the plugins of one scheduling profile
+// share one gang manager.
+//
+// Gang managers are per profile on purpose. A manager's reservations,
+// plans and backoffs describe placements its own profile's framework made:
+// Permit holds and releases members through that framework's waiting pods
+// (fwk.Handle.IterateOverWaitingPods, Activate), which another profile's
+// handle cannot see. A gang's members all name one schedulerName, so one
+// profile places the whole gang and nothing needs sharing across profiles;
+// the price of two profiles both enabling the plugins is a second PodGroup
+// informer and status writer.
 type Set struct {
 	Profile *profilewatch.Holder
 
 	mu       sync.Mutex
 	managers map[fwk.Handle]*core.Manager
+	order    *queuesort.Order
 }
 
 // NewSet returns a Set starting from the default profile.
@@ -39,6 +51,7 @@ func (s *Set) Options() []app.Option {
 		app.WithPlugin(gang.Name, s.newGang),
 		app.WithPlugin(topology.Name, s.newTopology),
 		app.WithPlugin(queue.Name, s.newQueue),
+		app.WithPlugin(queuesort.Name, s.newQueueSort),
 	}
 }
 
@@ -76,6 +89,21 @@ func (s *Set) newQueue(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk
 		return nil, err
 	}
 	return queue.New(h.SharedInformerFactory().Core().V1().Pods().Informer(), mgr, s.Profile)
+}
+
+func (s *Set) newQueueSort(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.order == nil {
+		// Every profile of a scheduler shares one informer factory: the
+		// first profile's pod informer serves them all.
+		o, err := queuesort.NewOrder(h.SharedInformerFactory().Core().V1().Pods().Informer())
+		if err != nil {
+			return nil, err
+		}
+		s.order = o
+	}
+	return queuesort.New(obj, s.order)
 }
 
 // manager returns the gang manager of h's scheduling profile, making it on

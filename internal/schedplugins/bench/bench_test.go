@@ -9,7 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +33,9 @@ var (
 	nodes    = flag.Int("sched.nodes", 1000, "simulated 8-GPU nodes")
 	pods     = flag.Int("sched.pods", 10000, "pods per profile; half in gangs of -sched.gang one-GPU members, half single CPU pods")
 	gangSize = flag.Int("sched.gang", 8, "members per gang")
+	rows     = flag.Int("sched.breakdown", 12, "lines of the scheduler's own duration metrics to log per profile (0: none)")
+	only     = flag.String("sched.only", "", "run only this profile (default-scheduler or schedloop), for profiling one side")
+	profDir  = flag.String("sched.cpuprofile", "", "directory to write a CPU profile of each profile's run to (<scheduler>.prof)")
 )
 
 func config(tb testing.TB, kubeconfig string) string {
@@ -37,7 +43,16 @@ func config(tb testing.TB, kubeconfig string) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// The stock profile keeps its plugins but must share the QueueSort
+	// plugin (kube-scheduler allows one for all profiles); for pods outside
+	// any gang its order is PrioritySort's.
 	return string(shipped) + fmt.Sprintf(`- schedulerName: default-scheduler
+  plugins:
+    queueSort:
+      enabled:
+      - name: SchedloopQueueSort
+      disabled:
+      - name: "*"
 leaderElection:
   leaderElect: false
 clientConnection:
@@ -77,27 +92,44 @@ func BenchmarkSchedulerThroughput(b *testing.B) {
 		f.Start(ctx.Done())
 		f.WaitForCacheSync(ctx.Done())
 
-		run := func(scheduler string) float64 {
+		type result struct {
+			rate float64
+			cpu  time.Duration
+		}
+		run := func(scheduler string) result {
 			createWorkload(b, c, scheduler)
+			before := snapshot(b)
 			s, err := c.StartScheduler(ctx, harness.SchedulerOptions{Config: config(b, c.Kubeconfig), Plugins: schedplugins.Options()})
 			if err != nil {
 				b.Fatal(err)
 			}
+			stopProfile := startProfile(b, scheduler)
+			cpu0 := processCPU(b)
 			start := time.Now()
 			err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Minute, true, func(context.Context) (bool, error) {
 				return bound.Load() >= int64(*pods), nil
 			})
 			elapsed := time.Since(start)
+			cpu := processCPU(b) - cpu0
+			stopProfile()
 			s.Stop()
 			if err != nil {
 				b.Fatalf("%s: %d of %d pods bound: %v", scheduler, bound.Load(), *pods, err)
 			}
 			rate := float64(*pods) / elapsed.Seconds()
-			b.Logf("%s: %d pods on %d nodes in %v: %.0f pods/s", scheduler, *pods, *nodes, elapsed.Round(time.Millisecond), rate)
+			b.Logf("%s: %d pods on %d nodes in %v: %.0f pods/s, process CPU %v (%.2f ms per pod)", scheduler, *pods, *nodes,
+				elapsed.Round(time.Millisecond), rate, cpu.Round(time.Millisecond), float64(cpu.Microseconds())/1000/float64(*pods))
+			if *rows > 0 {
+				b.Logf("%s: where the time went (seconds, samples, series):\n%s", scheduler, breakdown(before, snapshot(b), *rows))
+				b.Logf("%s: FailedScheduling events by message:\n%s", scheduler, failures(b, c, *rows))
+			}
 			if err := c.Client.CoreV1().Pods("default").DeleteCollection(ctx, *metav1.NewDeleteOptions(0), metav1.ListOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			if err := c.Dynamic.Resource(podgroup.GVR).Namespace("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Client.EventsV1().Events("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
@@ -105,15 +137,54 @@ func BenchmarkSchedulerThroughput(b *testing.B) {
 			}); err != nil {
 				b.Fatal("pods not deleted")
 			}
-			return rate
+			return result{rate, cpu}
 		}
-		stock := run("default-scheduler")
-		ours := run("schedloop")
+		var stockRun, oursRun result
+		if *only != "schedloop" {
+			stockRun = run("default-scheduler")
+		}
+		if *only != "default-scheduler" {
+			oursRun = run("schedloop")
+		}
+		stock, ours := stockRun.rate, oursRun.rate
 		b.ReportMetric(ours, "scheduler_pods_per_s@pods/s")
 		b.ReportMetric(stock, "scheduler_default_pods_per_s@pods/s")
 		b.ReportMetric(ours/stock, "scheduler_vs_default_ratio@ratio")
+		// CPU of the whole process (apiserver, etcd and scheduler) per pod:
+		// less sensitive than pods/s to other load on the machine.
+		b.ReportMetric(float64(oursRun.cpu.Microseconds())/1000/float64(*pods), "scheduler_cpu_ms_per_pod@ms")
+		b.ReportMetric(float64(stockRun.cpu.Microseconds())/1000/float64(*pods), "scheduler_default_cpu_ms_per_pod@ms")
 		c.Stop()
 	}
+}
+
+// startProfile writes a CPU profile of one run when -sched.cpuprofile is set.
+func startProfile(tb testing.TB, scheduler string) (stop func()) {
+	if *profDir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(*profDir, scheduler+".prof"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		tb.Fatalf("cpu profile (is -test.cpuprofile set too?): %v", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// processCPU is the user and system CPU this process has used.
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func createNodes(tb testing.TB, c *harness.Cluster, n int) {

@@ -84,6 +84,8 @@ type Gang struct {
 	args    Args
 	mgr     *core.Manager
 	profile *profilewatch.Holder
+	// views keeps each node's scoring view between cycles (see nodeview.Cache).
+	views *nodeview.Cache
 }
 
 var (
@@ -100,7 +102,7 @@ func New(obj runtime.Object, mgr *core.Manager, holder *profilewatch.Holder) (*G
 	if err != nil {
 		return nil, err
 	}
-	return &Gang{args: args, mgr: mgr, profile: holder}, nil
+	return &Gang{args: args, mgr: mgr, profile: holder, views: nodeview.NewCache(nil)}, nil
 }
 
 // Name implements fwk.Plugin.
@@ -159,7 +161,9 @@ func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 	}
 	req := nodeview.Request(pod)
 	if outstanding := minMember - c.Placed; outstanding > 0 && !g.mgr.Reserving(key) {
-		fit := scoring.GangFit(nodeview.Nodes(nodes, nil), g.mgr.OthersReserving(key), req, outstanding)
+		// GangFit leaves the shared views as they are (it sets reserving
+		// gangs aside on copies).
+		fit := scoring.GangFit(g.views.Nodes(nodes), g.mgr.OthersReserving(key), req, outstanding)
 		if fit < outstanding {
 			g.mgr.Block(key)
 			return nil, fwk.NewStatus(fwk.Unschedulable, reasons.GangIncomplete(pod.Namespace, name, c.Placed+fit, minMember))

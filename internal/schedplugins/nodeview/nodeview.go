@@ -5,6 +5,7 @@ package nodeview
 
 import (
 	"strconv"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -152,3 +153,74 @@ func GangKey(pod *v1.Pod) (key, name string, ok bool) {
 
 // Queue is the queue pod is submitted to, "" for none.
 func Queue(pod *v1.Pod) string { return pod.Labels[LabelQueue] }
+
+// Cache keeps the scoring view of each node for as long as the node's
+// NodeInfo generation stays the same. The scheduler bumps a NodeInfo's
+// generation on every change to the node or the pods on it, so a view
+// built at one generation stays exact until then; between two pods only
+// the nodes that changed are rebuilt.
+//
+// Views it returns are shared: callers must not change them (clone with
+// scoring.CloneNodes for trial placements).
+type Cache struct {
+	levels []string
+
+	mu     sync.Mutex
+	byName map[string]cachedNode
+}
+
+type cachedNode struct {
+	generation int64
+	node       *scoring.Node
+}
+
+// NewCache returns an empty cache building views with the given topology
+// levels (see Node).
+func NewCache(levels []string) *Cache {
+	return &Cache{levels: levels, byName: map[string]cachedNode{}}
+}
+
+// Node is Node(ni, levels), from the cache when ni has not changed.
+func (c *Cache) Node(ni fwk.NodeInfo) *scoring.Node {
+	name, gen := ni.Node().Name, ni.GetGeneration()
+	c.mu.Lock()
+	e, ok := c.byName[name]
+	c.mu.Unlock()
+	if ok && e.generation == gen {
+		return e.node
+	}
+	n := Node(ni, c.levels)
+	c.mu.Lock()
+	c.byName[name] = cachedNode{generation: gen, node: n}
+	c.mu.Unlock()
+	return n
+}
+
+// Nodes is Nodes(nis, levels), from the cache where nothing changed. It
+// drops views of nodes that are gone when the cache holds many more nodes
+// than nis lists.
+func (c *Cache) Nodes(nis []fwk.NodeInfo) []*scoring.Node {
+	out := make([]*scoring.Node, 0, len(nis))
+	for _, ni := range nis {
+		if ni.Node() != nil {
+			out = append(out, c.Node(ni))
+		}
+	}
+	c.mu.Lock()
+	if len(c.byName) > 2*len(out)+64 {
+		keep := make(map[string]cachedNode, len(out))
+		for _, n := range out {
+			keep[n.Name] = c.byName[n.Name]
+		}
+		c.byName = keep
+	}
+	c.mu.Unlock()
+	return out
+}
+
+// Len is how many node views the cache holds.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byName)
+}

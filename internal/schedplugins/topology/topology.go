@@ -125,6 +125,9 @@ type Topology struct {
 	profile *profilewatch.Holder
 	pods    corelisters.PodLister
 	now     func() time.Time
+	// views keeps each node's scoring view between cycles: a scheduling
+	// cycle rebuilds only the nodes whose NodeInfo changed.
+	views *nodeview.Cache
 
 	workload  atomic.Pointer[workloadSnapshot]
 	refreshMu sync.Mutex
@@ -148,7 +151,7 @@ func New(obj runtime.Object, h fwk.Handle, mgr *core.Manager, holder *profilewat
 	if err != nil {
 		return nil, err
 	}
-	t := &Topology{args: args, mgr: mgr, profile: holder, now: time.Now}
+	t := &Topology{args: args, mgr: mgr, profile: holder, now: time.Now, views: nodeview.NewCache(args.Levels)}
 	if h != nil && h.SharedInformerFactory() != nil {
 		t.pods = h.SharedInformerFactory().Core().V1().Pods().Lister()
 	}
@@ -201,8 +204,12 @@ func (t *Topology) PreFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, n
 		if outstanding <= 0 {
 			return nil, fwk.NewStatus(fwk.Skip)
 		}
-		view := nodeview.Nodes(nodes, t.args.Levels)
-		scoring.Reserve(view, t.mgr.OthersReserving(key))
+		view := t.views.Nodes(nodes)
+		if others := t.mgr.OthersReserving(key); len(others) > 0 {
+			// Cached views are shared: set the other gangs aside on copies.
+			view = scoring.CloneNodes(view)
+			scoring.Reserve(view, others)
+		}
 		req := nodeview.Request(pod)
 		p, ok := scoring.PlanGang(view, req, outstanding, len(t.args.Levels), level)
 		if !ok {
@@ -263,7 +270,7 @@ func (t *Topology) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod
 	names := make([]string, len(nodes))
 	raw := make([]float64, len(nodes))
 	for i, ni := range nodes {
-		n := nodeview.Node(ni, t.args.Levels)
+		n := t.views.Node(ni)
 		names[i] = n.Name
 		if n.Fit(req) == scoring.Fits {
 			raw[i], _ = s.Score(n, req)

@@ -50,6 +50,9 @@ type Manager struct {
 	now     func() time.Time
 	backoff time.Duration
 	status  workqueue.TypedRateLimitingInterface[string]
+	// statusDelay coalesces a gang's status writes: every member event
+	// within it ends in one write.
+	statusDelay time.Duration
 
 	mu      sync.Mutex
 	gangs   map[string]*gang
@@ -77,14 +80,24 @@ type Options struct {
 	// Backoff is how long a gang whose reservations were released is refused
 	// before it may try again, so a competing gang gets its turn.
 	Backoff time.Duration
-	Now     func() time.Time
+	// StatusDelay is how long a PodGroup's status write waits for more
+	// changes to the same gang, so a gang placed back to back costs one or
+	// two writes rather than several per member. Default 1 s.
+	StatusDelay time.Duration
+	Now         func() time.Time
 }
+
+// DefaultStatusDelay is Options.StatusDelay when unset.
+const DefaultStatusDelay = time.Second
 
 // New builds a Manager, starts the PodGroup informer and waits (up to 30 s)
 // for it to sync. Everything stops with ctx.
 func New(ctx context.Context, o Options) (*Manager, error) {
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.StatusDelay == 0 {
+		o.StatusDelay = DefaultStatusDelay
 	}
 	var err error
 	if _, done := o.PodInformer.GetIndexer().GetIndexers()[IndexPodGroup]; !done {
@@ -97,7 +110,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	groupInformer := factory.ForResource(podgroup.GVR)
 	m := &Manager{
 		handle: o.Handle, pods: o.PodInformer.GetIndexer(), groups: groupInformer.Lister(), dyn: o.Dynamic,
-		now: o.Now, backoff: o.Backoff,
+		now: o.Now, backoff: o.Backoff, statusDelay: o.StatusDelay,
 		status: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "schedloop_podgroup_status"}),
 		gangs: map[string]*gang{}, blocked: map[string]struct{}{},
@@ -172,7 +185,7 @@ func (m *Manager) Count(key string) Counts {
 	var c Counts
 	for _, obj := range objs {
 		pod := obj.(*v1.Pod)
-		if pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		if finished(pod) {
 			continue
 		}
 		c.All++
@@ -279,7 +292,7 @@ func (m *Manager) Reserve(pod *v1.Pod, key string, demand scoring.GangDemand) {
 	if first {
 		m.activate(key)
 	}
-	m.status.Add(key)
+	m.queueStatus(key)
 }
 
 // Unreserve drops pod's reservation.
@@ -289,7 +302,7 @@ func (m *Manager) Unreserve(pod *v1.Pod, key string) {
 		delete(g.reserved, pod.UID)
 	}
 	m.mu.Unlock()
-	m.status.Add(key)
+	m.queueStatus(key)
 }
 
 // activate moves key's members that are still waiting for a scheduling
@@ -347,10 +360,53 @@ func (m *Manager) Release(key, plugin, reason string) {
 		}
 	})
 	m.wakeBlocked()
-	m.status.Add(key)
+	m.queueStatus(key)
 	// Nothing else may happen in the cluster to requeue the gang once its
 	// backoff ends, so wake it then.
-	time.AfterFunc(backoff, func() { m.activate(key) })
+	time.AfterFunc(backoff, func() {
+		m.activate(key)
+		m.forget(key)
+	})
+}
+
+// queueStatus schedules a write of key's PodGroup status. The delaying
+// queue keeps one entry per key, due at the earliest time asked for, so
+// the changes of one gang within statusDelay are written together.
+func (m *Manager) queueStatus(key string) {
+	m.status.AddAfter(key, m.statusDelay)
+}
+
+// forget drops what the manager remembers about key once none of it
+// matters: no member holds a reservation or waits to be placed, no plan,
+// no backoff running. Finished and deleted gangs so leave nothing behind;
+// a gang that gets new members starts afresh.
+func (m *Manager) forget(key string) {
+	objs, _ := m.pods.ByIndex(IndexPodGroup, key)
+	for _, obj := range objs {
+		if pod := obj.(*v1.Pod); pod.Spec.NodeName == "" && !finished(pod) {
+			return
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if g := m.gangs[key]; g != nil {
+		if len(g.reserved) > 0 || g.plan != nil || m.now().Before(g.deniedUntil) {
+			return
+		}
+		delete(m.gangs, key)
+	}
+	delete(m.blocked, key)
+}
+
+// Tracked is how many gangs the manager holds state for.
+func (m *Manager) Tracked() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.gangs)
+}
+
+func finished(pod *v1.Pod) bool {
+	return pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 }
 
 func (m *Manager) wakeBlocked() {
@@ -383,7 +439,10 @@ func (m *Manager) podChanged(obj any) {
 		}
 		m.mu.Unlock()
 	}
-	m.status.Add(key)
+	if pod.Spec.NodeName != "" || finished(pod) {
+		m.forget(key)
+	}
+	m.queueStatus(key)
 }
 
 func (m *Manager) podDeleted(obj any) {
@@ -400,7 +459,8 @@ func (m *Manager) podDeleted(obj any) {
 			delete(g.reserved, pod.UID)
 		}
 		m.mu.Unlock()
-		m.status.Add(key)
+		m.forget(key)
+		m.queueStatus(key)
 		if pod.Spec.NodeName != "" {
 			m.wakeBlocked()
 		}
