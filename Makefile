@@ -16,7 +16,7 @@ FUZZTIME    ?= 20s
 
 export DATABASE_URL
 
-.PHONY: help build test test-short lint bench fuzz postgres postgres-stop demo clean
+.PHONY: help build test lint bench fgd-table fuzz postgres postgres-stop demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -38,7 +38,14 @@ bench: postgres ## run the benchmarks and print each headline figure as `BENCH <
 	@# the median of each as a BENCH line (raw output goes to stderr).
 	$(GO) test -run '^$$' -bench '^BenchmarkBulkIngest$$' -benchtime 3x -count 5 ./internal/store/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkCollectorEndToEnd$$' -benchtime 1x -count 3 ./internal/collector/ | $(GO) run ./scripts/benchreport
+	$(GO) test -run '^$$' -bench '^(BenchmarkOpenbReplay|BenchmarkCandidates)$$' -benchtime 3x -count 5 ./internal/sim/ ./internal/tuner/ | $(GO) run ./scripts/benchreport
 	scripts/bench-harness.sh
+
+# Full public traces live outside the project (see ../shared/traces/README.md).
+TRACES ?= ../shared/traces
+
+fgd-table: ## reproduce the FGD paper's experiment on the Alibaba openb traces and print ours beside the paper's
+	$(GO) run ./cmd/tuner fgd-table -trace-dir $(TRACES)/alibaba-gpu-2023 -seeds 42-51
 
 fuzz: ## run each fuzz target for FUZZTIME
 	@for pkg in $$($(GO) list ./...); do \
