@@ -16,7 +16,7 @@ FUZZTIME    ?= 20s
 
 export DATABASE_URL
 
-.PHONY: help build test lint bench fgd-table fuzz postgres postgres-stop demo clean
+.PHONY: help build test lint bench web fgd-table fuzz postgres postgres-stop demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -39,7 +39,11 @@ bench: postgres ## run the benchmarks and print each headline figure as `BENCH <
 	$(GO) test -run '^$$' -bench '^BenchmarkBulkIngest$$' -benchtime 3x -count 5 ./internal/store/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkCollectorEndToEnd$$' -benchtime 1x -count 3 ./internal/collector/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^(BenchmarkOpenbReplay|BenchmarkCandidates)$$' -benchtime 3x -count 5 ./internal/sim/ ./internal/tuner/ | $(GO) run ./scripts/benchreport
+	$(GO) test -run '^$$' -bench '^BenchmarkDashboardAPI$$' -benchtime 1x -count 3 ./internal/api/ | $(GO) run ./scripts/benchreport
 	scripts/bench-harness.sh
+
+web: ## rebuild the dashboard assets (web/dist, embedded into the collector) from web/'s package files
+	cd web && npm ci && npm run build
 
 # Full public traces live outside the project (see ../shared/traces/README.md).
 TRACES ?= ../shared/traces
