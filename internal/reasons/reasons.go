@@ -27,6 +27,8 @@ const (
 	GangIncompleteFormat = "gang %s/%s incomplete: %d/%d members"
 	// QueueLimitFormat: queue name, the queue's GPU limit.
 	QueueLimitFormat = "queue %s at limit %d GPUs"
+	// QueueGangLimitFormat: queue name, the queue's limit on running gangs.
+	QueueGangLimitFormat = "queue %s at limit %d running gangs"
 	// TopologyFormat: GPUs the gang needs, topology level, level again, free
 	// GPUs in the largest free domain of that level. A semicolon, not a
 	// comma, separates the clauses (see the package comment).
@@ -42,6 +44,12 @@ func GangIncomplete(namespace, name string, have, want int) string {
 // QueueAtLimit says that admitting the pod would take its queue over its GPU limit.
 func QueueAtLimit(queue string, limitGPUs int) string {
 	return fmt.Sprintf(QueueLimitFormat, queue, limitGPUs)
+}
+
+// QueueAtGangLimit says that admitting the pod's gang would take its queue
+// over its limit on running gangs.
+func QueueAtGangLimit(queue string, limitGangs int) string {
+	return fmt.Sprintf(QueueGangLimitFormat, queue, limitGangs)
 }
 
 // TopologyUnsatisfied says that no single domain of the given topology level
@@ -71,17 +79,21 @@ type Parsed struct {
 	Level     string
 	Largest   int
 	Limit     int
+	// RunningGangs marks a queue limit on running gangs (QueueAtGangLimit);
+	// Limit then counts gangs, not GPUs. Both are KindQueueLimit.
+	RunningGangs bool
 }
 
 // The patterns mirror the formats above; TestRoundTrip keeps them in step.
 var (
-	gangRE     = regexp.MustCompile(`^gang ([^/\s]+)/(\S+) incomplete: (\d+)/(\d+) members$`)
-	queueRE    = regexp.MustCompile(`^queue (\S+) at limit (\d+) GPUs$`)
-	topologyRE = regexp.MustCompile(`^topology: gang needs (\d+) GPUs within one (\S+); largest free (\S+) has (\d+)$`)
+	gangRE      = regexp.MustCompile(`^gang ([^/\s]+)/(\S+) incomplete: (\d+)/(\d+) members$`)
+	queueRE     = regexp.MustCompile(`^queue (\S+) at limit (\d+) GPUs$`)
+	queueGangRE = regexp.MustCompile(`^queue (\S+) at limit (\d+) running gangs$`)
+	topologyRE  = regexp.MustCompile(`^topology: gang needs (\d+) GPUs within one (\S+); largest free (\S+) has (\d+)$`)
 )
 
-// Parse recognises a reason written by GangIncomplete, QueueAtLimit or
-// TopologyUnsatisfied. ok is false for any other text, including numbers too
+// Parse recognises a reason written by GangIncomplete, QueueAtLimit,
+// QueueAtGangLimit or TopologyUnsatisfied. ok is false for any other text, including numbers too
 // large for an int.
 func Parse(reason string) (p Parsed, ok bool) {
 	if m := gangRE.FindStringSubmatch(reason); m != nil {
@@ -98,6 +110,13 @@ func Parse(reason string) (p Parsed, ok bool) {
 			return Parsed{}, false
 		}
 		return Parsed{Kind: KindQueueLimit, Name: m[1], Limit: limit}, true
+	}
+	if m := queueGangRE.FindStringSubmatch(reason); m != nil {
+		limit, err := strconv.Atoi(m[2])
+		if err != nil {
+			return Parsed{}, false
+		}
+		return Parsed{Kind: KindQueueLimit, Name: m[1], Limit: limit, RunningGangs: true}, true
 	}
 	if m := topologyRE.FindStringSubmatch(reason); m != nil {
 		gpus, err1 := strconv.Atoi(m[1])

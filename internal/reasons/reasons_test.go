@@ -12,6 +12,7 @@ func TestRoundTrip(t *testing.T) {
 	}{
 		{GangIncomplete("ml", "job-a", 3, 4), Parsed{Kind: KindGangIncomplete, Namespace: "ml", Name: "job-a", Have: 3, Want: 4}},
 		{QueueAtLimit("research", 64), Parsed{Kind: KindQueueLimit, Name: "research", Limit: 64}},
+		{QueueAtGangLimit("research", 2), Parsed{Kind: KindQueueLimit, Name: "research", Limit: 2, RunningGangs: true}},
 		{TopologyUnsatisfied(16, "rack", 8), Parsed{Kind: KindTopology, GPUs: 16, Level: "rack", Largest: 8}},
 	}
 	for _, tt := range tests {
@@ -35,6 +36,9 @@ func TestStableStrings(t *testing.T) {
 	if got, want := QueueAtLimit("research", 64), "queue research at limit 64 GPUs"; got != want {
 		t.Errorf("QueueAtLimit = %q, want %q", got, want)
 	}
+	if got, want := QueueAtGangLimit("research", 2), "queue research at limit 2 running gangs"; got != want {
+		t.Errorf("QueueAtGangLimit = %q, want %q", got, want)
+	}
 	if got, want := TopologyUnsatisfied(16, "rack", 8), "topology: gang needs 16 GPUs within one rack; largest free rack has 8"; got != want {
 		t.Errorf("TopologyUnsatisfied = %q, want %q", got, want)
 	}
@@ -42,7 +46,7 @@ func TestStableStrings(t *testing.T) {
 
 func TestNoCountSeparator(t *testing.T) {
 	// kube-scheduler joins reasons with ", <count> "; ours must never contain that.
-	for _, r := range []string{GangIncomplete("a", "b", 1, 2), QueueAtLimit("q", 1), TopologyUnsatisfied(8, "rack", 4)} {
+	for _, r := range []string{GangIncomplete("a", "b", 1, 2), QueueAtLimit("q", 1), QueueAtGangLimit("q", 1), TopologyUnsatisfied(8, "rack", 4)} {
 		if strings.Contains(r, ", ") {
 			t.Errorf("reason %q contains \", \"", r)
 		}
@@ -55,6 +59,8 @@ func TestParseRejects(t *testing.T) {
 		"Insufficient nvidia.com/gpu",
 		"gang ml/job-a incomplete: 3/4",
 		"queue research at limit many GPUs",
+		"queue research at limit 2 gangs",
+		"queue research at limit 99999999999999999999 running gangs",
 		"gang ml/job incomplete: 99999999999999999999/4 members",
 		"topology: gang needs 16 GPUs within one rack; largest free host has 8",
 	} {

@@ -2,7 +2,8 @@
 // Kueue's label (kueue.x-k8s.io/queue-name), the active profile gives each
 // queue a GPU limit and optionally a limit on running gangs, and PreFilter
 // keeps a pod waiting with the stable reason "queue <name> at limit <n>
-// GPUs" while admitting it would exceed its queue's limit.
+// GPUs" (or "queue <name> at limit <n> running gangs") while admitting it
+// would exceed its queue's limit.
 //
 // Within a queue, pods are tried in the scheduler's queue order (priority,
 // then arrival: the stock PrioritySort); a smaller pod that fits may pass a
@@ -25,9 +26,6 @@ import (
 
 // Name is the plugin's name in KubeSchedulerConfiguration.
 const Name = "SchedloopQueue"
-
-// GangLimitFormat: queue name, the queue's running-gang limit.
-const GangLimitFormat = "queue %s at limit %d running gangs"
 
 // Queue is the plugin.
 type Queue struct {
@@ -131,7 +129,7 @@ func (q *Queue) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 		return nil, fwk.NewStatus(fwk.Unschedulable, reasons.QueueAtLimit(e.queue, limit.MaxGPUs))
 	}
 	if addGangs > 0 && limit.MaxRunningGangs > 0 && gangs+addGangs > limit.MaxRunningGangs {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(GangLimitFormat, e.queue, limit.MaxRunningGangs))
+		return nil, fwk.NewStatus(fwk.Unschedulable, reasons.QueueAtGangLimit(e.queue, limit.MaxRunningGangs))
 	}
 	return nil, nil
 }
