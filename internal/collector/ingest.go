@@ -20,6 +20,14 @@ type SampleWriter interface {
 	CopyGPUSamples(ctx context.Context, samples []schedloop.GPUSample) (int64, error)
 }
 
+// OnceWriter stores a batch at most once under an id, recording the id in
+// the same transaction; *store.Store is one. When the SampleWriter is also a
+// OnceWriter, spooled batches go through it, so a spool file that survives a
+// crash after its COPY is not stored twice.
+type OnceWriter interface {
+	CopyGPUSamplesOnce(ctx context.Context, batchID string, samples []schedloop.GPUSample) (stored bool, err error)
+}
+
 // Defaults of IngestOptions.
 const (
 	DefaultBufferSamples = 1_000_000
@@ -311,14 +319,14 @@ func (in *Ingester) writer(ctx context.Context, spool bool) {
 					in.spool.remove(seg)
 					continue
 				}
-				if in.write(ctx, batch) {
+				if in.write(ctx, seg.id(), batch) {
 					in.spool.remove(seg)
 				}
 				continue
 			}
 		}
 		if batch := in.take(force); batch != nil {
-			if in.write(ctx, batch) {
+			if in.write(ctx, "", batch) {
 				in.done(len(batch))
 			} else {
 				in.giveBack(batch)
@@ -336,12 +344,24 @@ func (in *Ingester) writer(ctx context.Context, spool bool) {
 }
 
 // write stores batch, retrying with backoff; false means ctx ended first and
-// the batch is still the caller's.
-func (in *Ingester) write(ctx context.Context, batch []schedloop.GPUSample) bool {
+// the batch is still the caller's. A batch with an id is stored at most
+// once when the writer can promise it.
+func (in *Ingester) write(ctx context.Context, id string, batch []schedloop.GPUSample) bool {
 	b := *in.opts.Backoff
+	once, _ := in.w.(OnceWriter)
 	for {
 		began := time.Now()
-		_, err := in.w.CopyGPUSamples(ctx, batch)
+		var err error
+		if id != "" && once != nil {
+			var stored bool
+			if stored, err = once.CopyGPUSamplesOnce(ctx, id, batch); err == nil && !stored {
+				in.m.Duplicates.Add(float64(len(batch)))
+				in.log.Info("spooled batch was already stored; not sent again", "batch", id, "samples", len(batch))
+				return true
+			}
+		} else {
+			_, err = in.w.CopyGPUSamples(ctx, batch)
+		}
 		if err == nil {
 			in.m.WriteDuration.Observe(time.Since(began).Seconds())
 			in.m.Written.Add(float64(len(batch)))

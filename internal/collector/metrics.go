@@ -28,6 +28,7 @@ type Metrics struct {
 	WriteDuration prometheus.Histogram
 	LastWrite     prometheus.Gauge
 	Spooled       prometheus.Counter
+	Duplicates    prometheus.Counter
 
 	RollupRuns   prometheus.Counter
 	RollupErrors prometheus.Counter
@@ -59,6 +60,8 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
 		LastWrite: g("last_write_timestamp_seconds", "Unix time of the last successful COPY."),
 		Spooled:   c("samples_spooled_total", "GPU samples written to the on-disk spool because the memory buffer was full."),
+		Duplicates: c("spool_duplicate_samples_total",
+			"GPU samples in spooled batches found already stored (a crash came between their COPY and the spool file's removal); not sent again."),
 
 		RollupRuns:   c("rollups_total", "Rollup passes (minutes, demand, states) over closed time ranges."),
 		RollupErrors: c("rollup_errors_total", "Rollup passes that failed; the range is retried on the next pass."),
@@ -83,5 +86,5 @@ func NewMetrics() *Metrics {
 // Collectors lists every metric for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Received, m.Written, m.Dropped, m.WriteErrors, m.WriteDuration, m.LastWrite,
-		m.Spooled, m.RollupRuns, m.RollupErrors, m.RollupUpTo, m.NodeIdleShare, m.NamespaceIdleShare, m.StateMinutes}
+		m.Spooled, m.Duplicates, m.RollupRuns, m.RollupErrors, m.RollupUpTo, m.NodeIdleShare, m.NamespaceIdleShare, m.StateMinutes}
 }

@@ -1,7 +1,9 @@
 package collector
 
 import (
+	"crypto/rand"
 	"encoding/gob"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -36,6 +38,26 @@ type segment struct {
 	samples int
 }
 
+// id names the segment's batch for exactly-once storage: the file name
+// without its suffix, unique across spools and restarts since it carries a
+// random token.
+func (s segment) id() string { return "spool/" + strings.TrimSuffix(s.name, segSuffix) }
+
+// parseSegmentName reads <seq hex>-<samples>[-<token>].spool.
+func parseSegmentName(name string) (seq uint64, samples int, ok bool) {
+	parts := strings.Split(strings.TrimSuffix(name, segSuffix), "-")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, 0, false
+	}
+	if _, err := fmt.Sscanf(parts[0], "%x", &seq); err != nil {
+		return 0, 0, false
+	}
+	if _, err := fmt.Sscanf(parts[1], "%d", &samples); err != nil || samples < 0 {
+		return 0, 0, false
+	}
+	return seq, samples, true
+}
+
 const segSuffix = ".spool"
 
 // openSpool opens (creating if needed) the spool in dir and indexes the
@@ -58,9 +80,8 @@ func openSpool(dir string, maxBytes int64) (*spool, error) {
 		if !strings.HasSuffix(name, segSuffix) {
 			continue
 		}
-		var seq uint64
-		var n int
-		if _, err := fmt.Sscanf(name, "%016x-%d"+segSuffix, &seq, &n); err != nil {
+		seq, n, ok := parseSegmentName(name)
+		if !ok {
 			continue
 		}
 		info, err := e.Info()
@@ -82,7 +103,11 @@ func (s *spool) put(batch []schedloop.GPUSample) error {
 	seq := s.next
 	s.next++
 	s.mu.Unlock()
-	name := fmt.Sprintf("%016x-%d%s", seq, len(batch), segSuffix)
+	var token [8]byte
+	if _, err := rand.Read(token[:]); err != nil {
+		return fmt.Errorf("spool %d samples: %w", len(batch), err)
+	}
+	name := fmt.Sprintf("%016x-%d-%s%s", seq, len(batch), hex.EncodeToString(token[:]), segSuffix)
 	tmp := filepath.Join(s.dir, name+".tmp")
 	f, err := os.Create(tmp)
 	if err != nil {

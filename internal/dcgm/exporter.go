@@ -24,41 +24,62 @@ import (
 // UUID label, or with a non-numeric gpu label, yields an error naming the
 // metric, since the page is then not dcgm-exporter's.
 func ParseExporter(r io.Reader, format expfmt.Format, at time.Time) ([]schedloop.GPUSample, error) {
-	var fams []*dto.MetricFamily
 	if format.FormatType() == expfmt.TypeOpenMetrics {
-		dec := expfmt.NewDecoder(r, format)
-		for {
-			mf := &dto.MetricFamily{}
-			err := dec.Decode(mf)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("parse OpenMetrics exposition: %w", err)
-			}
+		set, err := parseOpenMetrics(r, format, at)
+		if err != nil {
+			return nil, err
+		}
+		return set.sorted(), nil
+	}
+	page, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read text exposition: %w", err)
+	}
+	set, err := parsePage(page, format, at)
+	if err != nil {
+		return nil, err
+	}
+	return set.sorted(), nil
+}
+
+// parsePage parses a whole page held in memory without copying it; the
+// samples returned do not refer to page, so the caller may reuse it.
+func parsePage(page []byte, format expfmt.Format, at time.Time) (*sampleSet, error) {
+	if format.FormatType() == expfmt.TypeOpenMetrics {
+		return parseOpenMetrics(bytes.NewReader(page), format, at)
+	}
+	if set, err, ok := parseTextFastSet(page, at); ok {
+		return set, err
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	byName, err := p.TextToMetricFamilies(bytes.NewReader(page))
+	if err != nil {
+		return nil, fmt.Errorf("parse text exposition: %w", err)
+	}
+	fams := make([]*dto.MetricFamily, 0, len(Metrics))
+	for _, name := range Metrics {
+		if mf, ok := byName[name]; ok {
 			fams = append(fams, mf)
 		}
-	} else {
-		page, err := io.ReadAll(r)
-		if err != nil {
-			return nil, fmt.Errorf("read text exposition: %w", err)
-		}
-		if samples, err, ok := parseTextFast(page, at); ok {
-			return samples, err
-		}
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		byName, err := p.TextToMetricFamilies(bytes.NewReader(page))
-		if err != nil {
-			return nil, fmt.Errorf("parse text exposition: %w", err)
-		}
-		fams = make([]*dto.MetricFamily, 0, len(Metrics))
-		for _, name := range Metrics {
-			if mf, ok := byName[name]; ok {
-				fams = append(fams, mf)
-			}
-		}
 	}
-	return samplesFromFamilies(fams, at)
+	return setFromFamilies(fams, at)
+}
+
+func parseOpenMetrics(r io.Reader, format expfmt.Format, at time.Time) (*sampleSet, error) {
+	var fams []*dto.MetricFamily
+	dec := expfmt.NewDecoder(r, format)
+	for {
+		mf := &dto.MetricFamily{}
+		err := dec.Decode(mf)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse OpenMetrics exposition: %w", err)
+		}
+		fams = append(fams, mf)
+	}
+	return setFromFamilies(fams, at)
 }
 
 // ParseExporterText reads a page in the Prometheus text format.
@@ -67,6 +88,14 @@ func ParseExporterText(page []byte, at time.Time) ([]schedloop.GPUSample, error)
 }
 
 func samplesFromFamilies(fams []*dto.MetricFamily, at time.Time) ([]schedloop.GPUSample, error) {
+	set, err := setFromFamilies(fams, at)
+	if err != nil {
+		return nil, err
+	}
+	return set.sorted(), nil
+}
+
+func setFromFamilies(fams []*dto.MetricFamily, at time.Time) (*sampleSet, error) {
 	n := 0
 	for _, mf := range fams {
 		n += len(mf.GetMetric())
@@ -101,7 +130,7 @@ func samplesFromFamilies(fams []*dto.MetricFamily, at time.Time) ([]schedloop.GP
 			}
 		}
 	}
-	return set.sorted(), nil
+	return set, nil
 }
 
 // metricValue reads the value of a gauge, counter or untyped sample;

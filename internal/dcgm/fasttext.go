@@ -2,6 +2,7 @@ package dcgm
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -37,14 +38,31 @@ type fastPair struct{ name, value span }
 type span struct{ from, to int32 }
 
 // keptSeries is a series of one of the five metrics, parsed and waiting to be
-// added in Metrics order.
+// added in Metrics order. block is the index of its label block in the
+// parser's cache, or -1 when its pairs are in fastParser.pairs.
 type keptSeries struct {
 	metric       int8
 	hasTS        bool
 	value        float64
 	ts           int64
+	block        int32
 	pairs, pairN int32
 }
+
+// labelBlock is a label set ({...}) already validated on this page. Every
+// family of a dcgm-exporter page repeats the same label set for each GPU, so
+// a line whose next bytes equal a known block has that block's labels, and
+// validating it again would give the same answer.
+type labelBlock struct {
+	text  []byte     // '{' through '}'
+	pairs []fastPair // offsets relative to text
+	// names and vals are the pairs as strings, filled on first use.
+	names, vals []string
+}
+
+// maxBlocks bounds the cache: a page of a few hundred GPUs or MIG
+// instances still gains; beyond that lines are validated one by one.
+const maxBlocks = 1024
 
 type fastParser struct {
 	page  []byte
@@ -60,23 +78,37 @@ type fastParser struct {
 	checked [][]byte
 	seq     []byte
 	strs    map[string]string
+	// curMetric is the index in Metrics of the current family, -1 when the
+	// family is not kept.
+	curMetric int8
+	blocks    []labelBlock
+	nextBlock int
+	scratch   []fastPair
 }
 
 // parseTextFast parses page if it is in the canonical shape; ok is false
 // when the caller must use expfmt.
 func parseTextFast(page []byte, at time.Time) (samples []schedloop.GPUSample, err error, ok bool) {
+	set, err, ok := parseTextFastSet(page, at)
+	if !ok || err != nil {
+		return nil, err, ok
+	}
+	return set.sorted(), nil, true
+}
+
+// parseTextFastSet is parseTextFast before sorting.
+func parseTextFastSet(page []byte, at time.Time) (set *sampleSet, err error, ok bool) {
 	if len(page) > 0 && page[len(page)-1] != '\n' {
 		return nil, nil, false
 	}
 	if len(page) > 1<<30 {
 		return nil, nil, false
 	}
-	p := &fastParser{page: page, done: map[string]struct{}{}, strs: map[string]string{}}
+	p := &fastParser{page: page, done: map[string]struct{}{}, strs: map[string]string{}, curMetric: -1}
 	// Pre-size for a page where a quarter of the lines are kept, as in
 	// dcgm-exporter's default field list.
 	lines := bytes.Count(page, []byte{'\n'})
 	p.kept = make([]keptSeries, 0, lines/4+1)
-	p.pairs = make([]fastPair, 0, (lines/4+1)*11)
 	for off := 0; off < len(page); {
 		end := off + bytes.IndexByte(page[off:], '\n')
 		if !p.line(off, end) {
@@ -84,22 +116,39 @@ func parseTextFast(page []byte, at time.Time) (samples []schedloop.GPUSample, er
 		}
 		off = end + 1
 	}
-	set := newSampleSet(len(p.kept) / len(Metrics))
+	set = newSampleSet(len(p.kept) / len(Metrics))
+	var k *keptSeries
+	byPairs := func(n string) string {
+		for _, lp := range p.pairs[k.pairs : k.pairs+k.pairN] {
+			if string(page[lp.name.from:lp.name.to]) == n {
+				return p.str(page[lp.value.from:lp.value.to])
+			}
+		}
+		return ""
+	}
+	var blk *labelBlock
+	byBlock := func(n string) string {
+		for i, name := range blk.names {
+			if name == n {
+				return blk.vals[i]
+			}
+		}
+		return ""
+	}
 	for m := range Metrics {
 		name := Metrics[m]
 		for i := range p.kept {
-			k := &p.kept[i]
+			k = &p.kept[i]
 			if int(k.metric) != m {
 				continue
 			}
-			pairs := p.pairs[k.pairs : k.pairs+k.pairN]
-			label := func(n string) string {
-				for _, lp := range pairs {
-					if string(page[lp.name.from:lp.name.to]) == n {
-						return p.str(page[lp.value.from:lp.value.to])
-					}
+			label := byPairs
+			if k.block >= 0 {
+				blk = &p.blocks[k.block]
+				if blk.names == nil {
+					p.resolve(blk)
 				}
-				return ""
+				label = byBlock
 			}
 			t := at
 			if k.hasTS {
@@ -110,7 +159,19 @@ func parseTextFast(page []byte, at time.Time) (samples []schedloop.GPUSample, er
 			}
 		}
 	}
-	return set.sorted(), nil, true
+	return set, nil, true
+}
+
+// resolve turns a block's pairs into strings, all cut from one copy of the
+// block: one allocation per GPU and page instead of one per label.
+func (p *fastParser) resolve(b *labelBlock) {
+	text := string(b.text)
+	b.names = make([]string, len(b.pairs))
+	b.vals = make([]string, len(b.pairs))
+	for i, lp := range b.pairs {
+		b.names[i] = text[lp.name.from:lp.name.to]
+		b.vals[i] = text[lp.value.from:lp.value.to]
+	}
 }
 
 // str interns label values: a page repeats each host, pod and UUID dozens of
@@ -144,61 +205,30 @@ func (p *fastParser) line(off, end int) bool {
 		return false
 	}
 	p.hasSamples = true
-	metric := int8(-1)
-	for m, name := range Metrics {
-		if string(l[:i]) == name {
-			metric = int8(m)
-			break
-		}
-	}
+	metric := p.curMetric
+	block := int32(-1)
 	pairStart := int32(len(p.pairs))
 	if l[i] == '{' {
-		i++
-		p.seq = p.seq[:0]
-		for {
-			ns := i
-			for i < len(l) && isLabelByte(l[i], i == ns) {
-				i++
-			}
-			if i == ns || i+2 > len(l) || l[i] != '=' || l[i+1] != '"' {
+		if b := p.knownBlock(l[i:]); b >= 0 {
+			block = int32(b)
+			i += len(p.blocks[b].text)
+		} else {
+			n, ok := p.labels(l[i:])
+			if !ok {
 				return false
 			}
-			if l[ns] == '_' && ns+1 < i && l[ns+1] == '_' {
-				return false
+			if len(p.blocks) < maxBlocks {
+				p.blocks = append(p.blocks, labelBlock{text: l[i : i+n], pairs: slices.Clone(p.scratch)})
+				block = int32(len(p.blocks) - 1)
+				p.nextBlock = len(p.blocks) - 1
+			} else if metric >= 0 {
+				for _, lp := range p.scratch {
+					base := int32(off + i)
+					p.pairs = append(p.pairs, fastPair{name: span{lp.name.from + base, lp.name.to + base},
+						value: span{lp.value.from + base, lp.value.to + base}})
+				}
 			}
-			ne := i
-			i += 2
-			q := bytes.IndexByte(l[i:], '"')
-			if q < 0 {
-				return false
-			}
-			v := l[i : i+q]
-			if bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
-				return false
-			}
-			p.seq = append(p.seq, l[ns:ne]...)
-			p.seq = append(p.seq, 0)
-			if metric >= 0 {
-				p.pairs = append(p.pairs, fastPair{
-					name:  span{int32(off + ns), int32(off + ne)},
-					value: span{int32(off + i), int32(off + i + q)},
-				})
-			}
-			i += q + 1
-			if i >= len(l) {
-				return false
-			}
-			if l[i] == '}' {
-				i++
-				break
-			}
-			if l[i] != ',' {
-				return false
-			}
-			i++
-		}
-		if !p.uniqueNames() {
-			return false
+			i += n
 		}
 	}
 	if i >= len(l) || l[i] != ' ' {
@@ -213,27 +243,138 @@ func (p *fastParser) line(off, end int) bool {
 			return false
 		}
 	}
-	if len(valTok) == 0 || bytes.ContainsAny(valTok, "pP_\t") {
-		return false
-	}
-	v, err := strconv.ParseFloat(string(valTok), 64)
-	if err != nil {
-		return false
+	v, ok := simpleFloat(valTok)
+	if !ok {
+		if len(valTok) == 0 || bytes.ContainsAny(valTok, "pP_\t") {
+			return false
+		}
+		var err error
+		if v, err = strconv.ParseFloat(string(valTok), 64); err != nil {
+			return false
+		}
 	}
 	var ts int64
 	if hasTS {
 		if bytes.IndexByte(tsTok, '\t') >= 0 {
 			return false
 		}
+		var err error
 		if ts, err = strconv.ParseInt(string(tsTok), 10, 64); err != nil {
 			return false
 		}
 	}
 	if metric >= 0 {
-		p.kept = append(p.kept, keptSeries{metric: metric, hasTS: hasTS, value: v, ts: ts,
+		p.kept = append(p.kept, keptSeries{metric: metric, hasTS: hasTS, value: v, ts: ts, block: block,
 			pairs: pairStart, pairN: int32(len(p.pairs)) - pairStart})
 	}
 	return true
+}
+
+// knownBlock returns the cached label block that l starts with, -1 if none.
+// Families list GPUs in the same order, so the block after the last one
+// matched is tried first.
+func (p *fastParser) knownBlock(l []byte) int {
+	n := len(p.blocks)
+	if n == 0 {
+		return -1
+	}
+	for k := range n {
+		b := (p.nextBlock + 1 + k) % n
+		if bytes.HasPrefix(l, p.blocks[b].text) {
+			p.nextBlock = b
+			return b
+		}
+	}
+	return -1
+}
+
+// labels validates the label set at the start of l ('{' ... '}') and leaves
+// its pairs in p.scratch, relative to l; n is its length.
+func (p *fastParser) labels(l []byte) (n int, ok bool) {
+	p.scratch = p.scratch[:0]
+	p.seq = p.seq[:0]
+	i := 1
+	for {
+		ns := i
+		for i < len(l) && isLabelByte(l[i], i == ns) {
+			i++
+		}
+		if i == ns || i+2 > len(l) || l[i] != '=' || l[i+1] != '"' {
+			return 0, false
+		}
+		if l[ns] == '_' && ns+1 < i && l[ns+1] == '_' {
+			return 0, false
+		}
+		ne := i
+		i += 2
+		q := bytes.IndexByte(l[i:], '"')
+		if q < 0 {
+			return 0, false
+		}
+		v := l[i : i+q]
+		if bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
+			return 0, false
+		}
+		p.seq = append(p.seq, l[ns:ne]...)
+		p.seq = append(p.seq, 0)
+		p.scratch = append(p.scratch, fastPair{name: span{int32(ns), int32(ne)}, value: span{int32(i), int32(i + q)}})
+		i += q + 1
+		if i >= len(l) {
+			return 0, false
+		}
+		if l[i] == '}' {
+			i++
+			break
+		}
+		if l[i] != ',' {
+			return 0, false
+		}
+		i++
+	}
+	if !p.uniqueNames() {
+		return 0, false
+	}
+	return i, true
+}
+
+// pow10 holds the powers of ten that float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
+
+// simpleFloat reads [-]digits[.digits] with at most 15 digits, which is how
+// dcgm-exporter prints its values, without allocating. Such a mantissa and
+// power of ten are exact in float64 and one IEEE division rounds correctly,
+// so the result is bit-for-bit strconv.ParseFloat's. Anything else reports
+// false and goes through ParseFloat.
+func simpleFloat(b []byte) (float64, bool) {
+	i, neg := 0, false
+	if len(b) > 0 && b[0] == '-' {
+		i, neg = 1, true
+	}
+	var mant uint64
+	digits, frac, dot := 0, 0, false
+	for ; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c >= '0' && c <= '9':
+			mant = mant*10 + uint64(c-'0')
+			digits++
+			if dot {
+				frac++
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return 0, false
+		}
+	}
+	if digits == 0 || digits > 15 {
+		return 0, false
+	}
+	f := float64(mant) / pow10[frac]
+	if neg {
+		f = -f
+	}
+	return f, true
 }
 
 // comment handles HELP and TYPE lines; other comments are skipped, unless
@@ -297,6 +438,13 @@ func (p *fastParser) family(name []byte) bool {
 	}
 	p.cur = append(p.cur[:0], name...)
 	p.hasHelp, p.hasType, p.hasSamples = false, false, false
+	p.curMetric = -1
+	for m, kept := range Metrics {
+		if string(name) == kept {
+			p.curMetric = int8(m)
+			break
+		}
+	}
 	return true
 }
 

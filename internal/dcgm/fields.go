@@ -56,6 +56,7 @@ const (
 	labelPod         = "pod"
 	labelNamespace   = "namespace"
 	labelContainer   = "container"
+	labelModel       = "modelName"
 	exportedPrefix   = "exported_"
 )
 
@@ -78,10 +79,13 @@ type sampleSet struct {
 	targetLabelsRenamed bool
 	index               map[seriesKey]int
 	samples             []schedloop.GPUSample
+	// models is the modelName label of each GPU UUID, for the inventory.
+	models map[string]string
 }
 
 func newSampleSet(sizeHint int) *sampleSet {
-	return &sampleSet{index: make(map[seriesKey]int, sizeHint), samples: make([]schedloop.GPUSample, 0, sizeHint)}
+	return &sampleSet{index: make(map[seriesKey]int, sizeHint), samples: make([]schedloop.GPUSample, 0, sizeHint),
+		models: map[string]string{}}
 }
 
 // add records metric=v for the series described by label at time t. Metrics
@@ -113,6 +117,9 @@ func (s *sampleSet) add(metric string, label labelFunc, v float64, t time.Time) 
 		})
 		i = len(s.samples) - 1
 		s.index[k] = i
+		if _, ok := s.models[uuid]; !ok {
+			s.models[uuid] = label(labelModel)
+		}
 	}
 	setField(&s.samples[i], metric, v)
 	return nil
@@ -124,6 +131,23 @@ func (s *sampleSet) podLabels(label labelFunc) (namespace, pod, container string
 		return namespace, pod, container
 	}
 	return label(labelNamespace), label(labelPod), label(labelContainer)
+}
+
+// inventory lists the GPUs the samples name, once each, with the model the
+// page gave them. MIG instances share their GPU's UUID and index, so a
+// partitioned GPU appears once, as the whole device.
+func (s *sampleSet) inventory() []schedloop.GPU {
+	seen := make(map[string]bool, len(s.models))
+	var out []schedloop.GPU
+	for i := range s.samples {
+		g := &s.samples[i]
+		if seen[g.GPUUUID] || g.GPUIndex < 0 || g.Node == "" {
+			continue
+		}
+		seen[g.GPUUUID] = true
+		out = append(out, schedloop.GPU{UUID: g.GPUUUID, Node: g.Node, Index: g.GPUIndex, Model: s.models[g.GPUUUID]})
+	}
+	return out
 }
 
 // sorted returns the samples in a stable order (time, node, GPU index, UUID,

@@ -56,7 +56,18 @@ type ExporterScraper struct {
 	Now func() time.Time
 	// Metrics, if set, counts scrapes and errors.
 	Metrics *ScrapeMetrics
+	// Inventory, if set, is told the GPUs (UUID, node, index, model) each
+	// page named; it is called from the scraping goroutines and must not block.
+	Inventory func(gpus []schedloop.GPU)
 }
+
+// bodyPool recycles page buffers between scrapes: a page is read whole,
+// parsed in place and forgotten, so one buffer per concurrent scrape serves
+// every round.
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody keeps an unusually large page's buffer out of the pool.
+const maxPooledBody = 4 << 20
 
 // TargetError is one target's failed scrape.
 type TargetError struct {
@@ -149,16 +160,32 @@ func (s *ExporterScraper) scrape(ctx context.Context, target string) ([]schedloo
 			return nil, fmt.Errorf("HTTP status %s", resp.Status)
 		}
 		limit := cmpOr(s.MaxBodyBytes, DefaultMaxBodyBytes)
-		body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-		if err != nil {
+		buf := bodyPool.Get().(*bytes.Buffer)
+		buf.Reset()
+		defer func() {
+			if buf.Cap() <= maxPooledBody {
+				bodyPool.Put(buf)
+			}
+		}()
+		if n := resp.ContentLength; n > 0 && n <= limit {
+			buf.Grow(int(n) + 1) // +1: ReadFrom wants room to see EOF
+		}
+		if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
 			return nil, fmt.Errorf("read body: %w", err)
 		}
-		if int64(len(body)) > limit {
+		if int64(buf.Len()) > limit {
 			stage = stageStatus
 			return nil, fmt.Errorf("body exceeds %d bytes", limit)
 		}
 		stage = stageParse
-		return ParseExporter(bytes.NewReader(body), expfmt.ResponseFormat(resp.Header), now())
+		set, err := parsePage(buf.Bytes(), expfmt.ResponseFormat(resp.Header), now())
+		if err != nil {
+			return nil, err
+		}
+		if s.Inventory != nil {
+			s.Inventory(set.inventory())
+		}
+		return set.sorted(), nil
 	}()
 	s.Metrics.observe(stage, err, len(samples), time.Since(start))
 	return samples, err

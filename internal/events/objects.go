@@ -29,15 +29,30 @@ type clock struct {
 	mapTime func(time.Time) time.Time
 }
 
+// A whole-second API time t says the transition happened in [t, t+1s). An
+// observation inside that second is the better reading. One just past it
+// (the transition came late in the second and the watch delivered it a
+// little after) bounds the truth from above, so the end of that second is
+// the closer reading; without it a transition at t+0.99s would be stored
+// almost a second early, which an accelerated replay multiplies.
 func (c clock) refine(api, observed time.Time) time.Time {
 	if api.IsZero() {
 		return c.mapTime(observed)
 	}
-	if !observed.IsZero() && api.Equal(api.Truncate(time.Second)) && !observed.Before(api) && observed.Sub(api) < time.Second {
-		return c.mapTime(observed)
+	if !observed.IsZero() && api.Equal(api.Truncate(time.Second)) && !observed.Before(api) {
+		switch d := observed.Sub(api); {
+		case d < time.Second:
+			return c.mapTime(observed)
+		case d < time.Second+maxWatchLag:
+			return c.mapTime(api.Add(time.Second - time.Microsecond))
+		}
 	}
 	return c.mapTime(api)
 }
+
+// maxWatchLag is how late after a transition the watch is assumed to
+// deliver it; a later observation says nothing finer than the API time.
+const maxWatchLag = 500 * time.Millisecond
 
 func (c clock) at(t time.Time) time.Time {
 	if t.IsZero() {

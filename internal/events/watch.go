@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,7 @@ type Watcher struct {
 	processed   *prometheus.CounterVec
 	writeErrors prometheus.Counter
 	synced      prometheus.Gauge
+	isSynced    atomic.Bool
 
 	mu     sync.Mutex
 	seen   map[string]*podSeen          // pod UID -> observed transitions
@@ -111,6 +113,10 @@ func NewWatcher(opts WatchOptions) (*Watcher, error) {
 func (w *Watcher) Collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{w.processed, w.writeErrors, w.synced}, w.opts.Parser.Collectors()...)
 }
+
+// Synced reports whether Run's informers have listed every object and the
+// watcher is following changes; readiness checks use it.
+func (w *Watcher) Synced() bool { return w.isSynced.Load() }
 
 // gangGVRs lists the PodGroup resources the server serves: scheduler-plugins'
 // and, where the server has the Workload API, Kubernetes' own.
@@ -208,6 +214,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return fmt.Errorf("events watcher: informers did not list before shutdown: %w", ctx.Err())
 	}
 	w.synced.Set(1)
+	w.isSynced.Store(true)
+	defer w.isSynced.Store(false)
 	backoff := wait.Backoff{Duration: w.opts.FlushInterval, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
 	delay := w.opts.FlushInterval
 	for {

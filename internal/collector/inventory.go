@@ -1,0 +1,98 @@
+package collector
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/schedloop/schedloop"
+)
+
+// GPURecorder stores the GPUs telemetry names; *store.Store is one.
+type GPURecorder interface {
+	RecordGPUs(ctx context.Context, gpus []schedloop.GPU) error
+}
+
+// Inventory keeps the gpus table in step with what the telemetry sources
+// report: Observe (cheap, from the scrape goroutines) notes GPUs that are
+// new or changed, Run writes them. A failed write is retried next pass.
+type Inventory struct {
+	Store GPURecorder
+	// Every is the pause between writes; default 10s.
+	Every  time.Duration
+	Logger *slog.Logger
+
+	mu      sync.Mutex
+	stored  map[string]schedloop.GPU // by UUID, as last written
+	pending map[string]schedloop.GPU
+}
+
+// Observe notes gpus; it never waits for the database.
+func (inv *Inventory) Observe(gpus []schedloop.GPU) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for _, g := range gpus {
+		if old, ok := inv.stored[g.UUID]; ok && old == g {
+			continue
+		}
+		if inv.pending == nil {
+			inv.pending = map[string]schedloop.GPU{}
+		}
+		inv.pending[g.UUID] = g
+	}
+}
+
+// Flush writes what changed since the last successful write.
+func (inv *Inventory) Flush(ctx context.Context) error {
+	inv.mu.Lock()
+	batch := make([]schedloop.GPU, 0, len(inv.pending))
+	for _, g := range inv.pending {
+		batch = append(batch, g)
+	}
+	inv.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := inv.Store.RecordGPUs(ctx, batch); err != nil {
+		return err
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.stored == nil {
+		inv.stored = map[string]schedloop.GPU{}
+	}
+	for _, g := range batch {
+		inv.stored[g.UUID] = g
+		if inv.pending[g.UUID] == g {
+			delete(inv.pending, g.UUID)
+		}
+	}
+	return nil
+}
+
+// Run flushes every Every until ctx ends, then once more.
+func (inv *Inventory) Run(ctx context.Context) error {
+	every := inv.Every
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	log := inv.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			final, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return inv.Flush(final)
+		case <-t.C:
+		}
+		if err := inv.Flush(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("GPU inventory not stored; retried next pass", "err", err)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedloop/schedloop"
+)
+
+// batchMemory is how long a stored batch id is remembered: far longer than a
+// spool file waits for Postgres to come back.
+const batchMemory = "30 days"
+
+// CopyGPUSamplesOnce stores a batch identified by batchID at most once: the
+// id is recorded in the same transaction as the COPY, and a batch whose id is
+// already recorded is skipped (stored false, no error). Use it for batches
+// that may be sent again after a crash, such as spool files.
+func (s *Store) CopyGPUSamplesOnce(ctx context.Context, batchID string, samples []schedloop.GPUSample) (stored bool, err error) {
+	if batchID == "" {
+		return false, fmt.Errorf("copy GPU sample batch: empty batch id")
+	}
+	if len(samples) > 0 {
+		from, to := samples[0].Time, samples[0].Time
+		for i := range samples {
+			from, to = minT(from, samples[i].Time), maxT(to, samples[i].Time)
+		}
+		if err := s.EnsureSamplePartitions(ctx, from, to); err != nil {
+			return false, fmt.Errorf("copy GPU sample batch %s: %w", batchID, err)
+		}
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("copy GPU sample batch %s: %w", batchID, err)
+	}
+	defer tx.Rollback(ctx)
+	tag, err := tx.Exec(ctx, `INSERT INTO ingested_batches (batch_id, samples) VALUES ($1, $2) ON CONFLICT (batch_id) DO NOTHING`,
+		batchID, len(samples))
+	if err != nil {
+		return false, fmt.Errorf("copy GPU sample batch %s: record id: %w", batchID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	if len(samples) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"gpu_samples"}, sampleColumns, &sampleSource{rows: samples}); err != nil {
+			return false, fmt.Errorf("copy GPU sample batch %s (%d samples): %w", batchID, len(samples), err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM ingested_batches WHERE stored_at < now() - $1::interval`, batchMemory); err != nil {
+		return false, fmt.Errorf("copy GPU sample batch %s: forget old ids: %w", batchID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("copy GPU sample batch %s: commit: %w", batchID, err)
+	}
+	return true, nil
+}
+
+// BatchStored reports whether a batch id is recorded as stored.
+func (s *Store) BatchStored(ctx context.Context, batchID string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ingested_batches WHERE batch_id = $1)`, batchID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("look up sample batch %s: %w", batchID, err)
+	}
+	return ok, nil
+}
+
+func minT(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxT(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
