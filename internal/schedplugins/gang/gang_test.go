@@ -1,0 +1,208 @@
+package gang_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/reasons"
+	"github.com/schedloop/schedloop/internal/schedplugins/gang"
+	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
+	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
+	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
+)
+
+// handle is the part of the framework handle the manager uses, recording
+// what it asks for.
+type handle struct {
+	mu        sync.Mutex
+	activated []string
+}
+
+func (h *handle) IterateOverWaitingPods(func(fwk.WaitingPod)) {}
+
+func (h *handle) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range pods {
+		h.activated = append(h.activated, k)
+	}
+}
+
+type fixture struct {
+	plugin *gang.Gang
+	mgr    *core.Manager
+	client *fake.Clientset
+}
+
+// newFixture runs a gang manager over a fake clientset holding pods and a
+// fake dynamic client holding groups, with the informers synced.
+func newFixture(t *testing.T, pods []*v1.Pod, groups ...*podgroup.PodGroup) *fixture {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	objs := make([]runtime.Object, len(pods))
+	for i, p := range pods {
+		objs[i] = p
+	}
+	client := fake.NewClientset(objs...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	var dynObjs []runtime.Object
+	for _, g := range groups {
+		u, err := podgroup.ToUnstructured(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dynObjs = append(dynObjs, u)
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{podgroup.GVR: podgroup.Kind + "List"}, dynObjs...)
+	mgr, err := core.New(ctx, core.Options{Handle: &handle{}, PodInformer: factory.Core().V1().Pods().Informer(),
+		Dynamic: dyn, Backoff: time.Minute, StatusDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	p, err := gang.New(nil, mgr, profilewatch.NewHolder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{plugin: p, mgr: mgr, client: client}
+}
+
+func member(name, group string, gpus string) *v1.Pod {
+	w := st.MakePod().Namespace("default").Name(name).UID(name).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"})
+	if gpus != "" {
+		w = w.Res(map[v1.ResourceName]string{v1.ResourceCPU: "1", nodeview.ResourceGPU: gpus})
+	}
+	if group != "" {
+		w = w.Label(podgroup.LabelPodGroup, group)
+	}
+	return w.Obj()
+}
+
+func gpuNode(name string, gpus string, pods ...*v1.Pod) fwk.NodeInfo {
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{
+		v1.ResourceCPU: "64", v1.ResourceMemory: "256Gi", nodeview.ResourceGPU: gpus}).Obj())
+	return ni
+}
+
+func TestPreFilter(t *testing.T) {
+	pods := []*v1.Pod{
+		member("solo", "", ""),
+		member("lost-0", "missing", "1"),
+		member("small-0", "small", "1"), member("small-1", "small", "1"),
+		member("ok-0", "ok", "1"), member("ok-1", "ok", "1"),
+		member("big-0", "big", "4"), member("big-1", "big", "4"), member("big-2", "big", "4"),
+	}
+	f := newFixture(t, pods, podgroup.New("default", "small", 4), podgroup.New("default", "ok", 2), podgroup.New("default", "big", 3))
+	nodes := []fwk.NodeInfo{gpuNode("n1", "8")}
+	tests := []struct {
+		pod    *v1.Pod
+		code   fwk.Code
+		reason string
+	}{
+		{pods[0], fwk.Skip, ""},
+		{pods[1], fwk.UnschedulableAndUnresolvable, "pod group default/missing not found"},
+		{pods[2], fwk.UnschedulableAndUnresolvable, reasons.GangIncomplete("default", "small", 2, 4)},
+		{pods[4], fwk.Success, ""},
+		// Three 4-GPU members, room for two: refused with how many fit.
+		{pods[6], fwk.Unschedulable, reasons.GangIncomplete("default", "big", 2, 3)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.pod.Name, func(t *testing.T) {
+			_, status := f.plugin.PreFilter(context.Background(), framework.NewCycleState(), tc.pod, nodes)
+			if got := status.Code(); got != tc.code {
+				t.Fatalf("code = %v, want %v (%v)", got, tc.code, status)
+			}
+			if tc.reason != "" && status.Message() != tc.reason {
+				t.Errorf("reason = %q, want %q", status.Message(), tc.reason)
+			}
+		})
+	}
+}
+
+func TestPermitHoldsUntilMinMember(t *testing.T) {
+	pods := []*v1.Pod{member("ok-0", "ok", "1"), member("ok-1", "ok", "1")}
+	f := newFixture(t, pods, podgroup.New("default", "ok", 2))
+	nodes := []fwk.NodeInfo{gpuNode("n1", "8")}
+	ctx := context.Background()
+	want := []struct {
+		code   fwk.Code
+		reason string
+	}{
+		{fwk.Wait, reasons.GangIncomplete("default", "ok", 1, 2)},
+		{fwk.Success, ""},
+	}
+	for i, pod := range pods {
+		state := framework.NewCycleState()
+		if _, s := f.plugin.PreFilter(ctx, state, pod, nodes); !s.IsSuccess() {
+			t.Fatalf("%s: PreFilter: %v", pod.Name, s)
+		}
+		if s := f.plugin.Reserve(ctx, state, pod, "n1"); !s.IsSuccess() {
+			t.Fatalf("%s: Reserve: %v", pod.Name, s)
+		}
+		s, timeout := f.plugin.Permit(ctx, state, pod, "n1")
+		if s.Code() != want[i].code || s.Message() != want[i].reason {
+			t.Errorf("%s: Permit = %v %q, want %v %q", pod.Name, s.Code(), s.Message(), want[i].code, want[i].reason)
+		}
+		if s.Code() == fwk.Wait && timeout != 60*time.Second {
+			t.Errorf("%s: Permit timeout = %v, want the plugin default 60s", pod.Name, timeout)
+		}
+	}
+}
+
+// The manager keeps nothing about a gang once its members are bound, or
+// gone: state does not grow with the number of gangs ever seen.
+func TestManagerForgetsFinishedGangs(t *testing.T) {
+	pods := []*v1.Pod{member("a-0", "a", "1"), member("a-1", "a", "1"), member("b-0", "b", "1"), member("b-1", "b", "1")}
+	f := newFixture(t, pods, podgroup.New("default", "a", 2), podgroup.New("default", "b", 2))
+	nodes := []fwk.NodeInfo{gpuNode("n1", "8")}
+	ctx := context.Background()
+	for _, pod := range pods {
+		state := framework.NewCycleState()
+		if _, s := f.plugin.PreFilter(ctx, state, pod, nodes); !s.IsSuccess() {
+			t.Fatalf("%s: PreFilter: %v", pod.Name, s)
+		}
+		f.plugin.Reserve(ctx, state, pod, "n1")
+	}
+	if got := f.mgr.Tracked(); got != 2 {
+		t.Fatalf("tracked gangs = %d, want 2", got)
+	}
+	// Gang a binds; gang b is deleted.
+	for _, pod := range pods[:2] {
+		bound := pod.DeepCopy()
+		bound.Spec.NodeName = "n1"
+		if _, err := f.client.CoreV1().Pods("default").Update(ctx, bound, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, pod := range pods[2:] {
+		if err := f.client.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return f.mgr.Tracked() == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("tracked gangs = %d after gang a bound and gang b was deleted, want 0", f.mgr.Tracked())
+	}
+}

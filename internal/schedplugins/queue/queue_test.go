@@ -1,0 +1,75 @@
+package queue
+
+import (
+	"context"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/reasons"
+	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
+	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
+)
+
+const profileYAML = `apiVersion: schedloop.io/v1
+kind: SchedulingProfile
+name: limits
+weights: {topology: 10, fragmentation: 5, bestfit: 2}
+queues:
+  research: {maxGPUs: 8, maxRunningGangs: 1}
+`
+
+func queuePod(name, queue, group, gpus string) *v1.Pod {
+	w := st.MakePod().Namespace("default").Name(name).UID(name).
+		Res(map[v1.ResourceName]string{v1.ResourceCPU: "1", nodeview.ResourceGPU: gpus})
+	if queue != "" {
+		w = w.Label(nodeview.LabelQueue, queue)
+	}
+	if group != "" {
+		w = w.Label(podgroup.LabelPodGroup, group)
+	}
+	return w.Obj()
+}
+
+func TestPreFilter(t *testing.T) {
+	holder := profilewatch.NewHolder()
+	if _, err := holder.Apply([]byte(profileYAML)); err != nil {
+		t.Fatal(err)
+	}
+	q, err := New(nil, nil, holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// research already runs one gang holding 4 GPUs.
+	held := queuePod("held", "research", "g0", "4")
+	state := framework.NewCycleState()
+	if _, s := q.PreFilter(context.Background(), state, held, nil); !s.IsSuccess() {
+		t.Fatalf("first gang: %v", s)
+	}
+	q.Reserve(context.Background(), state, held, "n1")
+
+	tests := []struct {
+		pod    *v1.Pod
+		code   fwk.Code
+		reason string
+	}{
+		{queuePod("free", "", "", "8"), fwk.Skip, ""},
+		{queuePod("other", "batch", "", "64"), fwk.Success, ""},
+		{queuePod("fits", "research", "", "4"), fwk.Success, ""},
+		{queuePod("same-gang", "research", "g0", "4"), fwk.Success, ""},
+		{queuePod("too-big", "research", "", "5"), fwk.Unschedulable, reasons.QueueAtLimit("research", 8)},
+		{queuePod("second-gang", "research", "g1", "1"), fwk.Unschedulable, reasons.QueueAtGangLimit("research", 1)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.pod.Name, func(t *testing.T) {
+			_, s := q.PreFilter(context.Background(), framework.NewCycleState(), tc.pod, nil)
+			if s.Code() != tc.code || s.Message() != tc.reason {
+				t.Errorf("PreFilter = %v %q, want %v %q", s.Code(), s.Message(), tc.code, tc.reason)
+			}
+		})
+	}
+}

@@ -1,0 +1,128 @@
+package topology_test
+
+import (
+	"context"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
+	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
+	"github.com/schedloop/schedloop/internal/schedplugins/topology"
+	"github.com/schedloop/schedloop/internal/scoring"
+)
+
+func gpuPod(name, gpus string) *v1.Pod {
+	return st.MakePod().Namespace("default").Name(name).UID(name).
+		Res(map[v1.ResourceName]string{v1.ResourceCPU: "4", nodeview.ResourceGPU: gpus}).Obj()
+}
+
+func cpuPod(name string) *v1.Pod {
+	return st.MakePod().Namespace("default").Name(name).UID(name).Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).Obj()
+}
+
+func node(name string, pods ...*v1.Pod) *framework.NodeInfo {
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(st.MakeNode().Name(name).Label("topology.schedloop.io/rack", "r0").Capacity(map[v1.ResourceName]string{
+		v1.ResourceCPU: "128", v1.ResourceMemory: "1Ti", nodeview.ResourceGPU: "8"}).Obj())
+	return ni
+}
+
+// scores runs PreScore and Score for pod over nodes as the framework does.
+func scores(t *testing.T, p *topology.Topology, pod *v1.Pod, nodes []fwk.NodeInfo) map[string]int64 {
+	t.Helper()
+	state := framework.NewCycleState()
+	if s := p.PreScore(context.Background(), state, pod, nodes); !s.IsSuccess() {
+		t.Fatalf("PreScore: %v", s)
+	}
+	out := map[string]int64{}
+	for _, ni := range nodes {
+		v, s := p.Score(context.Background(), state, pod, ni)
+		if !s.IsSuccess() {
+			t.Fatalf("Score %s: %v", ni.Node().Name, s)
+		}
+		out[ni.Node().Name] = v
+	}
+	return out
+}
+
+// The node the plugin scores highest is the node internal/scoring picks
+// (Scorer, then Best) from the same views: the live scheduler and the
+// simulator agree.
+func TestScoreWinnerIsScoringsChoice(t *testing.T) {
+	tests := []struct {
+		name  string
+		pod   *v1.Pod
+		nodes []fwk.NodeInfo
+	}{
+		{"one GPU prefers the partly used node", gpuPod("p", "1"),
+			[]fwk.NodeInfo{node("a"), node("b", gpuPod("x", "3")), node("c", gpuPod("y", "7"))}},
+		{"eight GPUs need an idle node", gpuPod("p", "8"),
+			[]fwk.NodeInfo{node("a", gpuPod("x", "1")), node("b"), node("c")}},
+		{"a CPU pod among equal nodes goes to the first name", cpuPod("p"),
+			[]fwk.NodeInfo{node("c"), node("b"), node("a")}},
+		{"a CPU pod avoids stranding GPUs", cpuPod("p"),
+			[]fwk.NodeInfo{node("a", cpuPod("x")), node("b", gpuPod("y", "8"))}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			holder := profilewatch.NewHolder()
+			p, err := topology.New(nil, nil, nil, holder)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := scores(t, p, tc.pod, tc.nodes)
+
+			s := &scoring.Scorer{Weights: holder.Load().Weights}
+			req := nodeview.Request(tc.pod)
+			var names []string
+			var raw []float64
+			for _, ni := range tc.nodes {
+				n := nodeview.Node(ni, topology.DefaultLevels)
+				v := -1.0
+				if n.Fit(req) == scoring.Fits {
+					v, _ = s.Score(n, req)
+				}
+				names = append(names, n.Name)
+				raw = append(raw, v)
+			}
+			want := names[scoring.Best(names, raw)]
+			for name, v := range got {
+				if name != want && v >= got[want] {
+					t.Errorf("scores %v: %s (%d) not below scoring's choice %s (%d)", got, name, v, want, got[want])
+				}
+			}
+		})
+	}
+}
+
+// Cached views follow the NodeInfo: once a node changes (its generation
+// moves on) the next cycle scores what is on it now.
+func TestScoreFollowsNodeChanges(t *testing.T) {
+	p, err := topology.New(nil, nil, nil, profilewatch.NewHolder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := node("a"), node("b")
+	nodes := []fwk.NodeInfo{a, b}
+	pod := gpuPod("p", "1")
+	first := scores(t, p, pod, nodes)
+	if first["a"] <= first["b"] {
+		t.Fatalf("equal idle nodes: want a (first name) ahead, got %v", first)
+	}
+	// b gets a 4-GPU pod: packing now prefers b.
+	b.AddPod(gpuPod("x", "4"))
+	second := scores(t, p, pod, nodes)
+	if second["b"] <= second["a"] {
+		t.Errorf("after b got a pod: want b ahead, got %v (before %v)", second, first)
+	}
+	// Fill b: a single GPU no longer fits there and a wins again.
+	b.AddPod(gpuPod("y", "4"))
+	third := scores(t, p, pod, nodes)
+	if third["a"] <= third["b"] {
+		t.Errorf("after b filled up: want a ahead, got %v", third)
+	}
+}
