@@ -1,0 +1,173 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/dbflags"
+	"github.com/schedloop/schedloop/internal/tuner"
+)
+
+// DefaultTrace is the committed Philly slice (CC BY 4.0, see its
+// ATTRIBUTION.md), relative to the repository root.
+const DefaultTrace = "internal/trace/testdata/philly/pollux_philly_head300.csv"
+
+// FullTrace is where the whole Philly job list lives next to a checkout that
+// has the shared trace folder.
+const FullTrace = "../shared/traces/philly/pollux_philly.csv"
+
+// Values of -publish.
+const (
+	publishAlways  = "always"
+	publishGuarded = "guarded"
+)
+
+// config is what the flags gather.
+type config struct {
+	short             bool
+	speed             float64
+	jobs, skip        int
+	nodes, gpus       int
+	fanout            string
+	tracePath, format string
+	maxGap, maxDur    time.Duration
+	highEvery         int
+	db                *dbflags.Config
+	listen            string
+	keepRunning       bool
+	scrapeEvery       time.Duration
+	margin            float64
+	replays, rounds   int
+	phaseTimeout      time.Duration
+	summaryOut        string
+	publish           string
+	verbose           bool
+}
+
+// preset is what -short changes: the size and pace of the replay.
+type preset struct {
+	speed       float64
+	jobs, nodes int
+}
+
+var (
+	fullPreset  = preset{speed: 150, jobs: 150, nodes: 8}
+	shortPreset = preset{speed: 360, jobs: 60, nodes: 4}
+)
+
+const usage = `demo runs schedloop's whole loop in one process and prints before/after figures.
+
+It starts an in-process Kubernetes cluster (kube-apiserver on an embedded etcd)
+with simulated GPU nodes and dcgm-exporters, the schedloop scheduler (the
+shipped configuration with leader election off), the collector pipeline and
+the dashboard, then:
+  1. replays a slice of a public trace under the default profile;
+  2. runs the tuner on the history the collector stored and publishes its profile;
+  3. waits for the scheduler to reload that profile;
+  4. replays the same slice again under it;
+  5. prints GPU idle share, mean JCT and high-priority p95 wait of both replays,
+     read from Postgres.
+Ctrl-C stops everything.
+
+Usage: demo [flags]
+
+Flags:
+`
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	c := config{}
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.db = dbflags.Register(fs, getenv)
+	c.db.RegisterAutoMigrate(fs)
+	g := tuner.DefaultGuardrails()
+	fs.BoolVar(&c.short, "short", false, fmt.Sprintf("short mode: %d jobs on %d nodes at %gx (a few minutes) instead of %d jobs on %d nodes at %gx",
+		shortPreset.jobs, shortPreset.nodes, shortPreset.speed, fullPreset.jobs, fullPreset.nodes, fullPreset.speed))
+	fs.Float64Var(&c.speed, "speed", 0, "trace seconds per wall second (0: the mode's default)")
+	fs.IntVar(&c.jobs, "jobs", 0, "jobs replayed in each phase, taken in arrival order after -skip (0: the mode's default)")
+	fs.IntVar(&c.skip, "skip", 0, "jobs at the start of the trace (by arrival) to leave out")
+	fs.IntVar(&c.nodes, "nodes", 0, "simulated GPU nodes (0: the mode's default)")
+	fs.IntVar(&c.gpus, "gpus-per-node", 8, "GPUs per simulated node")
+	fs.StringVar(&c.fanout, "fanout", "1,2,2", "units per topology level above the host (spine,rack,nvlink-domain)")
+	fs.StringVar(&c.tracePath, "trace", DefaultTrace, "job trace to replay (Philly CSV, openb pod CSV, job CSV/YAML); the full Philly list is "+FullTrace+" where ../shared exists")
+	fs.StringVar(&c.format, "trace-format", "", "format of -trace: philly, openb, csv or yaml (empty: detect)")
+	fs.DurationVar(&c.maxGap, "max-gap", 10*time.Minute, "trace time between consecutive arrivals longer than this is shortened to it (quiet days are skipped)")
+	fs.DurationVar(&c.maxDur, "max-duration", 2*time.Hour, "trace run times are capped at this, so a phase ends in bounded time")
+	fs.IntVar(&c.highEvery, "high-priority-every", 5, "every Nth job (by arrival) runs at priority 1 and counts as high priority; the trace records no priorities")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address of the dashboard, the JSON API and /metrics")
+	fs.BoolVar(&c.keepRunning, "keep-running", false, "after the summary, keep the cluster, collector and dashboard up until interrupted")
+	fs.DurationVar(&c.scrapeEvery, "scrape-interval", 2*time.Second, "how often the simulated dcgm-exporters are scraped")
+	fs.Float64Var(&c.margin, "margin", g.Margin, "relative held-out gain the tuner's proposal needs before it is published")
+	fs.IntVar(&c.replays, "replays", 3, "tuner replays per evaluation")
+	fs.IntVar(&c.rounds, "rounds", 1, "tuner coordinate-descent rounds")
+	fs.DurationVar(&c.phaseTimeout, "phase-timeout", 15*time.Minute, "give up when one replay takes longer than this")
+	fs.StringVar(&c.publish, "publish", publishAlways, "when the tuner's proposal reaches the scheduler: \""+publishGuarded+"\" only if the guardrails (-margin, 95% lower bound) accept it, as `tuner run` does; \""+publishAlways+"\" even when they do not, so the reload is always shown (the stored profile says so)")
+	fs.StringVar(&c.summaryOut, "summary-out", "", "also write the summary as JSON to this file")
+	fs.BoolVar(&c.verbose, "v", false, "log apiserver, etcd, scheduler and collector output to stderr")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	p := fullPreset
+	if c.short {
+		p = shortPreset
+	}
+	if c.speed == 0 {
+		c.speed = p.speed
+	}
+	if c.jobs == 0 {
+		c.jobs = p.jobs
+	}
+	if c.nodes == 0 {
+		c.nodes = p.nodes
+	}
+	return c, c.validate()
+}
+
+func (c config) validate() error {
+	switch {
+	case !(c.speed > 0):
+		return fmt.Errorf("flag -speed: %v must be positive", c.speed)
+	case c.jobs < 10:
+		return fmt.Errorf("flag -jobs: %d is below 10, too few for the tuner to learn from", c.jobs)
+	case c.skip < 0:
+		return fmt.Errorf("flag -skip: %d is negative", c.skip)
+	case c.nodes < 1:
+		return fmt.Errorf("flag -nodes: %d is below 1", c.nodes)
+	case c.gpus < 1:
+		return fmt.Errorf("flag -gpus-per-node: %d is below 1", c.gpus)
+	case c.maxGap <= 0:
+		return fmt.Errorf("flag -max-gap: %v must be positive", c.maxGap)
+	case c.maxDur <= 0:
+		return fmt.Errorf("flag -max-duration: %v must be positive", c.maxDur)
+	case c.highEvery < 1:
+		return fmt.Errorf("flag -high-priority-every: %d is below 1", c.highEvery)
+	case c.scrapeEvery <= 0:
+		return fmt.Errorf("flag -scrape-interval: %v must be positive", c.scrapeEvery)
+	case !(c.margin >= 0 && c.margin < 1):
+		return fmt.Errorf("flag -margin: %v is outside [0, 1)", c.margin)
+	case c.replays < 1:
+		return fmt.Errorf("flag -replays: %d is below 1", c.replays)
+	case c.rounds < 1:
+		return fmt.Errorf("flag -rounds: %d is below 1", c.rounds)
+	case c.publish != publishAlways && c.publish != publishGuarded:
+		return fmt.Errorf("flag -publish: %q is neither %q nor %q", c.publish, publishAlways, publishGuarded)
+	case c.phaseTimeout <= 0:
+		return fmt.Errorf("flag -phase-timeout: %v must be positive", c.phaseTimeout)
+	}
+	return nil
+}
+
+var errHelp = flag.ErrHelp
+
+func isHelp(err error) bool { return errors.Is(err, errHelp) }
