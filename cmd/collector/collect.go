@@ -134,8 +134,19 @@ func (m multiLister) ListTargets(ctx context.Context) ([]string, error) {
 // pipeline is the running collection: sources, ingest, rollups and the
 // cluster watcher, all stopped by the context given to start.
 type pipeline struct {
-	wg   sync.WaitGroup
-	errs chan error
+	wg      sync.WaitGroup
+	errs    chan error
+	watcher *events.Watcher
+}
+
+// ready says why the collection cannot serve yet: the cluster watcher's
+// informers have not listed every object (history written before that would
+// miss pods). Telemetry needs no warm-up.
+func (p *pipeline) ready() error {
+	if p.watcher != nil && !p.watcher.Synced() {
+		return errors.New("cluster watcher: informers have not listed Pods, Events, Nodes and PodGroups yet")
+	}
+	return nil
 }
 
 // startCollection wires the collection flags to running components and
@@ -182,10 +193,12 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 	if (c.exporterService != "" || c.exporterSelector != "") && client == nil {
 		return nil, fmt.Errorf("flags -exporter-service/-exporter-selector need a cluster: set -kubeconfig or run in a pod")
 	}
+	inv := &collector.Inventory{Store: s, Logger: log}
 	if len(c.exporterURLs) > 0 || len(targets) > 1 {
 		sm := dcgm.NewScrapeMetrics()
 		collectors = append(collectors, sm)
-		sources = append(sources, &dcgm.ExporterScraper{Targets: targets, Metrics: sm, Timeout: min(c.scrapeInterval, dcgm.DefaultScrapeTimeout)})
+		sources = append(sources, &dcgm.ExporterScraper{Targets: targets, Metrics: sm, Timeout: min(c.scrapeInterval, dcgm.DefaultScrapeTimeout),
+			Inventory: inv.Observe})
 	}
 	var stopEngine func()
 	switch c.hostEngine {
@@ -217,7 +230,7 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 		}
 	}
 
-	p := &pipeline{errs: make(chan error, 8)}
+	p := &pipeline{errs: make(chan error, 8), watcher: watcher}
 	run := func(name string, f func() error) {
 		p.wg.Go(func() {
 			if err := f(); err != nil {
@@ -241,6 +254,7 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 		stopIngest()
 	})
 	run("rollup", func() error { return roller.Run(ctx) })
+	run("GPU inventory", func() error { return inv.Run(ctx) })
 	if watcher != nil {
 		run("cluster watcher", func() error { return watcher.Run(ctx) })
 	}

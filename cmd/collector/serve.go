@@ -65,7 +65,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			fmt.Fprintf(stderr, "collection stopped with errors: %v\n", err)
 		}
 	}()
-	srv := &http.Server{Handler: newRouter(s, *apiOpts, reg), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: newRouter(s, *apiOpts, reg, pipe.ready), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "collector listening on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -85,7 +85,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return nil
 }
 
-func newRouter(s *store.Store, apiOpts api.Options, reg *prometheus.Registry) http.Handler {
+// newRouter serves the API, the dashboard and the probes; ready reports what
+// keeps the collection from being ready (nil: ready).
+func newRouter(s *store.Store, apiOpts api.Options, reg *prometheus.Registry, ready func() error) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
@@ -98,6 +100,10 @@ func newRouter(s *store.Store, apiOpts api.Options, reg *prometheus.Registry) ht
 		defer cancel()
 		if err := s.Ping(ctx); err != nil {
 			c.String(http.StatusServiceUnavailable, "database: %v", err)
+			return
+		}
+		if err := ready(); err != nil {
+			c.String(http.StatusServiceUnavailable, "%v", err)
 			return
 		}
 		c.String(http.StatusOK, "ok")

@@ -248,13 +248,16 @@ const (
 	reasonPreempted        = "Preempted"
 )
 
+// attemptKey identifies the attempt an event's latest count records.
+func attemptKey(e schedloop.Event) string { return e.UID + "/" + strconv.Itoa(e.Count) }
+
 // attempt turns a scheduling event about a pod into an attempt, keyed by the
 // event's UID and count so a re-list or a replayed watch adds nothing.
 func attempt(e schedloop.Event, parser *Parser) (schedloop.SchedulingAttempt, bool) {
 	if e.InvolvedKind != "Pod" || e.InvolvedUID == "" {
 		return schedloop.SchedulingAttempt{}, false
 	}
-	a := schedloop.SchedulingAttempt{Key: e.UID + "/" + strconv.Itoa(e.Count), PodUID: e.InvolvedUID, At: e.LastSeen, Message: e.Message}
+	a := schedloop.SchedulingAttempt{Key: attemptKey(e), PodUID: e.InvolvedUID, At: e.LastSeen, Message: e.Message}
 	switch e.Reason {
 	case reasonFailedScheduling:
 		f := parser.Parse(e.Message)

@@ -74,6 +74,10 @@ type Watcher struct {
 	dirtyG map[string]group             // gangs to (re)write by UID
 	byGang map[string]map[string]string // "namespace/name" -> pod UID -> pod UID, for pods waiting on their gang
 	podsBy map[string]*corev1.Pod       // last state of every live pod, for regrouping
+	// attempts parsed from events and not yet stored, by attempt key. A
+	// message is parsed (and counted, if not understood) once, however often
+	// its write is retried.
+	attempts map[string]schedloop.SchedulingAttempt
 }
 
 // NewWatcher validates opts.
@@ -99,7 +103,8 @@ func NewWatcher(opts WatchOptions) (*Watcher, error) {
 	w := &Watcher{opts: opts, clock: clock{now: opts.Now, mapTime: opts.MapTime}, log: opts.Logger,
 		seen: map[string]*podSeen{}, pods: map[string]*corev1.Pod{}, events: map[string]*corev1.Event{},
 		evSeen: map[string]time.Time{}, nodes: map[string]*corev1.Node{}, groups: map[string]group{},
-		dirtyG: map[string]group{}, byGang: map[string]map[string]string{}, podsBy: map[string]*corev1.Pod{}}
+		dirtyG: map[string]group{}, byGang: map[string]map[string]string{}, podsBy: map[string]*corev1.Pod{},
+		attempts: map[string]schedloop.SchedulingAttempt{}}
 	w.processed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
 		Name: "objects_processed_total", Help: "Informer notifications handled, by kind (Pod, Event, Node, PodGroup)."}, []string{"kind"})
 	w.writeErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
@@ -357,7 +362,21 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	}
 	var eventRows []schedloop.Event
 	for uid, e := range events {
-		eventRows = append(eventRows, w.clock.toEvent(e, w.evSeen[uid]))
+		row := w.clock.toEvent(e, w.evSeen[uid])
+		eventRows = append(eventRows, row)
+		if _, parsed := w.attempts[attemptKey(row)]; parsed {
+			continue
+		}
+		if a, ok := attempt(row, w.opts.Parser); ok {
+			if a.Result != schedloop.AttemptScheduled && a.Category == schedloop.WaitOther {
+				w.log.Info("scheduling message not understood; stored under category other", "pod", row.InvolvedName, "message", row.Message)
+			}
+			w.attempts[a.Key] = a
+		}
+	}
+	attempts := make([]schedloop.SchedulingAttempt, 0, len(w.attempts))
+	for _, a := range w.attempts {
+		attempts = append(attempts, a)
 	}
 	var nodeRows []schedloop.Node
 	for _, n := range nodes {
@@ -365,9 +384,14 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	}
 	w.mu.Unlock()
 
-	err := w.write(ctx, podRows, jobs, derive, eventRows, nodeRows)
+	err := w.write(ctx, podRows, jobs, derive, eventRows, attempts, nodeRows)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err == nil {
+		for _, a := range attempts {
+			delete(w.attempts, a.Key)
+		}
+	}
 	if err != nil {
 		for uid, p := range pods {
 			if _, newer := w.pods[uid]; !newer {
@@ -402,7 +426,7 @@ func (w *Watcher) Flush(ctx context.Context) error {
 }
 
 func (w *Watcher) write(ctx context.Context, pods []schedloop.Pod, jobs map[string]schedloop.Job, derive map[string]bool,
-	events []schedloop.Event, nodes []schedloop.Node) error {
+	events []schedloop.Event, attempts []schedloop.SchedulingAttempt, nodes []schedloop.Node) error {
 	if len(nodes) > 0 {
 		if err := w.opts.Store.UpsertNodes(ctx, nodes); err != nil {
 			return err
@@ -435,19 +459,10 @@ func (w *Watcher) write(ctx context.Context, pods []schedloop.Pod, jobs map[stri
 		if err := w.opts.Store.UpsertEvents(ctx, events); err != nil {
 			return err
 		}
-		var attempts []schedloop.SchedulingAttempt
-		for _, e := range events {
-			if a, ok := attempt(e, w.opts.Parser); ok {
-				if a.Result != schedloop.AttemptScheduled && a.Category == schedloop.WaitOther {
-					w.log.Info("scheduling message not understood; stored under category other", "pod", e.InvolvedName, "message", e.Message)
-				}
-				attempts = append(attempts, a)
-			}
-		}
-		if len(attempts) > 0 {
-			if _, err := w.opts.Store.InsertAttempts(ctx, attempts); err != nil {
-				return err
-			}
+	}
+	if len(attempts) > 0 {
+		if _, err := w.opts.Store.InsertAttempts(ctx, attempts); err != nil {
+			return err
 		}
 	}
 	return nil
