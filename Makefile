@@ -16,7 +16,7 @@ FUZZTIME    ?= 20s
 
 export DATABASE_URL
 
-.PHONY: help build test lint bench web fgd-table fuzz postgres postgres-stop demo clean
+.PHONY: help build test lint bench web fgd-table fuzz postgres postgres-stop demo demo-db demo-smoke clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -65,11 +65,21 @@ postgres: ## start a throwaway local Postgres unless one already answers
 postgres-stop: ## stop the Postgres that `make postgres` started
 	@scripts/postgres-local.sh stop
 
-demo: build postgres ## build everything, create the $(DEMO_DB) database and apply the schema
+DEMO_FLAGS ?=
+# The demo's database: DATABASE_URL with its database name replaced by DEMO_DB.
+DEMO_URL = $$(echo '$(DATABASE_URL)' | sed 's,/[^/?]*\(?\|$$\),/$(DEMO_DB)\1,')
+
+demo-db: postgres
 	@psql "$(DATABASE_URL)" -tAc "SELECT 1 FROM pg_database WHERE datname = '$(DEMO_DB)'" | grep -q 1 || \
 	  psql "$(DATABASE_URL)" -qc 'CREATE DATABASE "$(DEMO_DB)"'
-	$(BIN)/collector migrate -database-url "$$(echo '$(DATABASE_URL)' | sed 's#/[^/?]*\(?\|$$\)#/$(DEMO_DB)\1#')" up
-	$(BIN)/collector migrate -database-url "$$(echo '$(DATABASE_URL)' | sed 's#/[^/?]*\(?\|$$\)#/$(DEMO_DB)\1#')" status
+
+demo: demo-db ## the whole loop on this machine: cluster, scheduler, collector, tuner; before/after summary (~4 min)
+	$(GO) build -o $(BIN)/demo ./cmd/demo
+	$(BIN)/demo -database-url "$(DEMO_URL)" $(DEMO_FLAGS)
+
+demo-smoke: demo-db ## the demo's short mode (~2 min), same summary
+	$(GO) build -o $(BIN)/demo ./cmd/demo
+	$(BIN)/demo -short -database-url "$(DEMO_URL)" $(DEMO_FLAGS)
 
 clean: ## remove build outputs
 	rm -rf $(BIN)
