@@ -120,7 +120,7 @@ func (s *Set) manager(ctx context.Context, h fwk.Handle) (*core.Manager, error) 
 	}
 	m, err := core.New(ctx, core.Options{
 		Handle: h, PodInformer: h.SharedInformerFactory().Core().V1().Pods().Informer(),
-		Dynamic: dyn, Backoff: 2 * time.Second,
+		Dynamic: dyn, Backoff: 2 * time.Second, SchedulerName: h.ProfileName(),
 	})
 	if err != nil {
 		return nil, err

@@ -53,6 +53,7 @@ type Manager struct {
 	// statusDelay coalesces a gang's status writes: every member event
 	// within it ends in one write.
 	statusDelay time.Duration
+	scheduler   string
 
 	mu      sync.Mutex
 	gangs   map[string]*gang
@@ -80,6 +81,10 @@ type Options struct {
 	// Backoff is how long a gang whose reservations were released is refused
 	// before it may try again, so a competing gang gets its turn.
 	Backoff time.Duration
+	// SchedulerName, when set, is the profile's schedulerName: the manager
+	// follows (and writes PodGroup status for) only pods of that profile, so
+	// PodGroups another scheduler places cost it nothing.
+	SchedulerName string
 	// StatusDelay is how long a PodGroup's status write waits for more
 	// changes to the same gang, so a gang placed back to back costs one or
 	// two writes rather than several per member. Default 1 s.
@@ -110,7 +115,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	groupInformer := factory.ForResource(podgroup.GVR)
 	m := &Manager{
 		handle: o.Handle, pods: o.PodInformer.GetIndexer(), groups: groupInformer.Lister(), dyn: o.Dynamic,
-		now: o.Now, backoff: o.Backoff, statusDelay: o.StatusDelay,
+		now: o.Now, backoff: o.Backoff, statusDelay: o.StatusDelay, scheduler: o.SchedulerName,
 		status: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "schedloop_podgroup_status"}),
 		gangs: map[string]*gang{}, blocked: map[string]struct{}{},
@@ -422,9 +427,14 @@ func (m *Manager) wakeBlocked() {
 	}
 }
 
+// ours reports whether pod is scheduled by this manager's profile.
+func (m *Manager) ours(pod *v1.Pod) bool {
+	return m.scheduler == "" || pod.Spec.SchedulerName == m.scheduler
+}
+
 func (m *Manager) podChanged(obj any) {
 	pod, ok := obj.(*v1.Pod)
-	if !ok {
+	if !ok || !m.ours(pod) {
 		return
 	}
 	key, _, ok := nodeview.GangKey(pod)
@@ -450,7 +460,7 @@ func (m *Manager) podDeleted(obj any) {
 		obj = t.Obj
 	}
 	pod, ok := obj.(*v1.Pod)
-	if !ok {
+	if !ok || !m.ours(pod) {
 		return
 	}
 	if key, _, ok := nodeview.GangKey(pod); ok {
