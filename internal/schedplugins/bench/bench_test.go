@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -49,18 +50,27 @@ var (
 	gangSize = flag.Int("sched.gang", 8, "members per gang")
 	rows     = flag.Int("sched.breakdown", 12, "lines of the scheduler's own duration metrics to log per profile (0: none)")
 	only     = flag.String("sched.only", "", "run only this profile (default-scheduler or schedloop), for profiling one side")
+	percent  = flag.Int("sched.percentage", 0, "override schedloop's percentageOfNodesToScore (0: as shipped), to measure what scoring every node costs")
 	profDir  = flag.String("sched.cpuprofile", "", "directory to write a CPU profile of each profile's run to (<scheduler>.prof)")
 )
 
 func config(tb testing.TB, kubeconfig string) string {
-	shipped, err := os.ReadFile("../../../deploy/scheduler-config.yaml")
+	raw, err := os.ReadFile("../../../deploy/scheduler-config.yaml")
 	if err != nil {
 		tb.Fatal(err)
+	}
+	shipped := string(raw)
+	if *percent != 0 {
+		const line = "  percentageOfNodesToScore: 100\n"
+		if !strings.Contains(shipped, line) {
+			tb.Fatalf("-sched.percentage: the shipped config no longer has %q", line)
+		}
+		shipped = strings.Replace(shipped, line, fmt.Sprintf("  percentageOfNodesToScore: %d\n", *percent), 1)
 	}
 	// The stock profile keeps its plugins but must share the QueueSort
 	// plugin (kube-scheduler allows one for all profiles); for pods outside
 	// any gang its order is PrioritySort's.
-	return string(shipped) + fmt.Sprintf(`- schedulerName: default-scheduler
+	return shipped + fmt.Sprintf(`- schedulerName: default-scheduler
   plugins:
     queueSort:
       enabled:
