@@ -40,7 +40,8 @@ func BenchmarkDashboardAPI(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer conn.Release() // before the store closes, even when generation fails
-	named := map[string]any{"start": from, "hours": benchDays * 24, "nodes": benchNodes, "pods": benchPods}
+	named := map[string]any{"start": from, "hours": benchDays * 24, "nodes": benchNodes, "pods": benchPods,
+		"whypods": whyPods()}
 	for _, q := range benchHistorySQL {
 		sql, args := positional(q, named)
 		t0 := time.Now()
@@ -69,7 +70,7 @@ func BenchmarkDashboardAPI(b *testing.B) {
 		"/api/v1/wait/reasons?from=-7d&queue=q-2",
 		"/api/v1/wait/reasons?from=-24h",
 	}
-	for i := 0; i < 30; i++ {
+	for i := 0; i < whyRequests; i++ {
 		wait = append(wait, fmt.Sprintf("/api/v1/why/pods/pod-%d", (i*7919)%benchPods),
 			fmt.Sprintf("/api/v1/why?q=ns-%d/pod-%d", ((i*104729)%benchPods)%8, (i*104729)%benchPods))
 	}
@@ -86,6 +87,18 @@ func BenchmarkDashboardAPI(b *testing.B) {
 	b.ReportMetric(percentile(idleMS, 95), "api_idle_p95_ms@ms")
 	b.ReportMetric(percentile(waitMS, 50), "api_wait_p50_ms@ms")
 	b.ReportMetric(percentile(waitMS, 95), "api_wait_p95_ms@ms")
+}
+
+const whyRequests = 30
+
+// whyPods are the pods the why requests ask about: the benchmark gives
+// them per-minute GPU rows, so each answer reads their GPU activity.
+func whyPods() []string {
+	var out []string
+	for i := 0; i < whyRequests; i++ {
+		out = append(out, fmt.Sprintf("pod-%d", (i*7919)%benchPods), fmt.Sprintf("pod-%d", (i*104729)%benchPods))
+	}
+	return out
 }
 
 // timeRequests GETs each path once untimed (to warm the plan cache), then
@@ -195,5 +208,31 @@ var benchHistorySQL = []string{
 	        ((h * 13 + ns * 7 + length(c)) % 50) * 360, 1 + (h + ns) % 30
 	 FROM generate_series(0, @hours::int - 1) h, generate_series(0, 7) ns,
 	      unnest(ARRAY['not_attempted', 'insufficient_gpu', 'queue_limit', 'gang_incomplete', 'topology', 'taint_affinity', 'preemption', 'other']) c`,
+	// The summaries RollupDashboard derives from the tables above, by the
+	// same sums.
+	`INSERT INTO gpu_node_hours (hour, node, gpu_model, state, gpu_minutes)
+	 SELECT hour, node, max(gpu_model), state, sum(gpu_minutes) FROM gpu_usage_hours GROUP BY hour, node, state`,
+	`INSERT INTO gpu_tenant_hours (hour, gpu_model, pod_namespace, queue, state, gpu_minutes)
+	 SELECT hour, gpu_model, pod_namespace, queue, state, sum(gpu_minutes) FROM gpu_usage_hours
+	 GROUP BY hour, gpu_model, pod_namespace, queue, state`,
+	`INSERT INTO gpu_node_days (day, node, gpu_model, state, gpu_minutes)
+	 SELECT day, node, max(gpu_model), state, sum(gpu_minutes) FROM gpu_usage_days GROUP BY day, node, state`,
+	`INSERT INTO gpu_tenant_days (day, gpu_model, pod_namespace, queue, state, gpu_minutes)
+	 SELECT day, gpu_model, pod_namespace, queue, state, sum(gpu_minutes) FROM gpu_usage_days
+	 GROUP BY day, gpu_model, pod_namespace, queue, state`,
+	`INSERT INTO gpu_holder_days (day, node, gpu_model, pod_namespace, pod_name, job_uid, queue, busy_minutes, idle_minutes)
+	 SELECT date_trunc('day', hour, 'UTC'), node, max(gpu_model), pod_namespace, pod_name, job_uid, queue,
+	        sum(busy_minutes), sum(idle_minutes)
+	 FROM gpu_holder_hours GROUP BY 1, node, pod_namespace, pod_name, job_uid, queue`,
+	// Per-minute GPU rows of the pods the why requests read, on their
+	// node's first GPUs while they ran; a few minutes idle in every ten.
+	`INSERT INTO gpu_minutes (minute, gpu_uuid, node, pod_namespace, pod_name, samples, gpu_util_avg, gr_engine_active_avg)
+	 SELECT m, format('GPU-%s-%s', p.node, g), p.node, p.namespace, p.name, 4,
+	        CASE WHEN extract(minute FROM m)::int % 10 < 3 THEN 1 ELSE 85 END,
+	        CASE WHEN extract(minute FROM m)::int % 10 < 3 THEN 0.01 ELSE 0.85 END
+	 FROM pods p, generate_series(0, p.gpus - 1) g,
+	      generate_series(date_trunc('minute', p.started_at), p.finished_at - interval '1 minute', interval '1 minute') m
+	 WHERE p.name = ANY(@whypods::text[])
+	 ON CONFLICT DO NOTHING`,
 	`ANALYZE`,
 }

@@ -50,6 +50,7 @@ type RollupStore interface {
 	RollupGPUMinutes(ctx context.Context, from, to time.Time) (int64, error)
 	RollupDemand(ctx context.Context, from, to time.Time) error
 	RollupStates(ctx context.Context, from, to time.Time, threshold float64) error
+	RollupDashboard(ctx context.Context, from, to time.Time, threshold float64) error
 	GPUStateMinutes(ctx context.Context, from, to time.Time) ([]store.StateMinutes, error)
 }
 
@@ -61,10 +62,11 @@ const (
 	DefaultRollupLookback = 2 * time.Hour
 )
 
-// Roller folds raw samples into minutes, demand and idle states for closed
-// ranges. Every pass re-rolls a trailing window (pods are recorded a little
-// after the fact) and any earlier minutes that received late samples; the
-// store's rollups are idempotent, so repeating a range is harmless.
+// Roller folds raw samples into minutes, demand, idle states and the
+// dashboard's tables for closed ranges. Every pass re-rolls a trailing
+// window (pods are recorded a little after the fact) and any earlier
+// minutes that received late samples; the store's rollups are idempotent,
+// so repeating a range is harmless.
 type Roller struct {
 	Store     RollupStore
 	Threshold float64
@@ -161,7 +163,11 @@ func (r *Roller) Once(ctx context.Context) error {
 		if err := r.Store.RollupDemand(ctx, from, to); err != nil {
 			return err
 		}
-		return r.Store.RollupStates(ctx, from, to, r.Threshold)
+		if err := r.Store.RollupStates(ctx, from, to, r.Threshold); err != nil {
+			return err
+		}
+		// The dashboard's tables, from the states just written.
+		return r.Store.RollupDashboard(ctx, from, to, r.Threshold)
 	}()
 	if err != nil {
 		r.Metrics.RollupErrors.Inc()

@@ -12,10 +12,12 @@ import (
 // API serves from them. Every query here reads per-hour or per-day tables,
 // never gpu_samples; the per-pod views are read for one pod at a time.
 
-// RollupDashboard recomputes gpu_holder_hours, gpu_usage_hours and
-// wait_reason_hours for the whole hours touching [from, to), and
-// gpu_usage_days for the whole days touching it. Call it after RollupStates
-// for the same range, with the same threshold, so the two agree.
+// RollupDashboard recomputes the hourly dashboard tables (gpu_holder_hours,
+// gpu_usage_hours, gpu_node_hours, gpu_tenant_hours, wait_reason_hours) for
+// the whole hours touching [from, to), and the daily ones (gpu_usage_days,
+// gpu_node_days, gpu_tenant_days, gpu_holder_days) for the whole days
+// touching it, in one transaction. Call it after RollupStates for the same
+// range, with the same threshold, so the two agree.
 func (s *Store) RollupDashboard(ctx context.Context, from, to time.Time, threshold float64) error {
 	hourFrom := from.UTC().Truncate(time.Hour)
 	hourTo := to.UTC().Add(time.Hour - time.Nanosecond).Truncate(time.Hour)
@@ -32,6 +34,16 @@ func (s *Store) RollupDashboard(ctx context.Context, from, to time.Time, thresho
 		{"usage hours", rollupUsageHoursSQL, []any{hourFrom, hourTo}},
 		{"clear usage days", `DELETE FROM gpu_usage_days WHERE day >= $1 AND day < $2`, []any{dayFrom, dayTo}},
 		{"usage days", rollupUsageDaysSQL, []any{dayFrom, dayTo}},
+		{"clear node hours", `DELETE FROM gpu_node_hours WHERE hour >= $1 AND hour < $2`, []any{hourFrom, hourTo}},
+		{"node hours", rollupNodeHoursSQL, []any{hourFrom, hourTo}},
+		{"clear tenant hours", `DELETE FROM gpu_tenant_hours WHERE hour >= $1 AND hour < $2`, []any{hourFrom, hourTo}},
+		{"tenant hours", rollupTenantHoursSQL, []any{hourFrom, hourTo}},
+		{"clear node days", `DELETE FROM gpu_node_days WHERE day >= $1 AND day < $2`, []any{dayFrom, dayTo}},
+		{"node days", rollupNodeDaysSQL, []any{dayFrom, dayTo}},
+		{"clear tenant days", `DELETE FROM gpu_tenant_days WHERE day >= $1 AND day < $2`, []any{dayFrom, dayTo}},
+		{"tenant days", rollupTenantDaysSQL, []any{dayFrom, dayTo}},
+		{"clear holder days", `DELETE FROM gpu_holder_days WHERE day >= $1 AND day < $2`, []any{dayFrom, dayTo}},
+		{"holder days", rollupHolderDaysSQL, []any{dayFrom, dayTo}},
 		{"clear wait reason hours", `DELETE FROM wait_reason_hours WHERE hour >= $1 AND hour < $2`, []any{hourFrom, hourTo}},
 		{"wait reason hours", rollupWaitReasonHoursSQL, []any{hourFrom, hourTo}},
 	}
@@ -97,6 +109,37 @@ SELECT date_trunc('day', hour, 'UTC'), node, max(gpu_model), pod_namespace, queu
 FROM gpu_usage_hours
 WHERE hour >= $1 AND hour < $2
 GROUP BY 1, node, pod_namespace, queue, state`
+
+// The summaries of migration 00006 drop a dimension of their source; a
+// day's rows are summed from that day's hours, so both agree exactly.
+const (
+	rollupNodeHoursSQL = `
+INSERT INTO gpu_node_hours (hour, node, gpu_model, state, gpu_minutes)
+SELECT hour, node, max(gpu_model), state, sum(gpu_minutes)
+FROM gpu_usage_hours WHERE hour >= $1 AND hour < $2
+GROUP BY hour, node, state`
+	rollupTenantHoursSQL = `
+INSERT INTO gpu_tenant_hours (hour, gpu_model, pod_namespace, queue, state, gpu_minutes)
+SELECT hour, gpu_model, pod_namespace, queue, state, sum(gpu_minutes)
+FROM gpu_usage_hours WHERE hour >= $1 AND hour < $2
+GROUP BY hour, gpu_model, pod_namespace, queue, state`
+	rollupNodeDaysSQL = `
+INSERT INTO gpu_node_days (day, node, gpu_model, state, gpu_minutes)
+SELECT day, node, max(gpu_model), state, sum(gpu_minutes)
+FROM gpu_usage_days WHERE day >= $1 AND day < $2
+GROUP BY day, node, state`
+	rollupTenantDaysSQL = `
+INSERT INTO gpu_tenant_days (day, gpu_model, pod_namespace, queue, state, gpu_minutes)
+SELECT day, gpu_model, pod_namespace, queue, state, sum(gpu_minutes)
+FROM gpu_usage_days WHERE day >= $1 AND day < $2
+GROUP BY day, gpu_model, pod_namespace, queue, state`
+	rollupHolderDaysSQL = `
+INSERT INTO gpu_holder_days (day, node, gpu_model, pod_namespace, pod_name, job_uid, queue, busy_minutes, idle_minutes)
+SELECT date_trunc('day', hour, 'UTC'), node, max(gpu_model), pod_namespace, pod_name, job_uid, queue,
+       sum(busy_minutes), sum(idle_minutes)
+FROM gpu_holder_hours WHERE hour >= $1 AND hour < $2
+GROUP BY 1, node, pod_namespace, pod_name, job_uid, queue`
+)
 
 // Each waiting interval of a pod is cut at hour boundaries; pods are the
 // distinct pods that waited for that reason within the hour.
@@ -170,13 +213,31 @@ func orNone(s []string) []string {
 	return s
 }
 
-// usageWhere is shared by every usage query: $1..$7 are UsageFilter.args.
-const usageWhere = `
+// Every usage query filters with the same parameters, $1..$7 of
+// UsageFilter.args. A table without a column gets the condition that its
+// filter is empty instead, so the parameters keep their types and a table
+// is only ever read for a filter it can answer.
+func usageWhere(src usageSource) string {
+	w := ""
+	if src.node {
+		w += `
     AND (cardinality($3::text[]) = 0 OR node = ANY($3::text[]))
-    AND (cardinality($4::text[]) = 0 OR pod_namespace = ANY($4::text[]))
-    AND (cardinality($5::text[]) = 0 OR queue = ANY($5::text[]))
-    AND (cardinality($6::text[]) = 0 OR gpu_model = ANY($6::text[]))
     AND ($7::jsonb IS NULL OR node IN (SELECT name FROM nodes WHERE labels @> $7::jsonb))`
+	} else {
+		w += `
+    AND cardinality($3::text[]) = 0 AND $7::jsonb IS NULL`
+	}
+	if src.tenant {
+		w += `
+    AND (cardinality($4::text[]) = 0 OR pod_namespace = ANY($4::text[]))
+    AND (cardinality($5::text[]) = 0 OR queue = ANY($5::text[]))`
+	} else {
+		w += `
+    AND cardinality($4::text[]) = 0 AND cardinality($5::text[]) = 0`
+	}
+	return w + `
+    AND (cardinality($6::text[]) = 0 OR gpu_model = ANY($6::text[]))`
+}
 
 // Dimension is what GPU time is grouped by.
 type Dimension string
@@ -192,27 +253,81 @@ const (
 // Dimensions lists every grouping the API accepts.
 var Dimensions = []Dimension{ByCluster, ByNode, ByNamespace, ByQueue, ByGPUModel}
 
+// usageSource is one table of GPU-minutes: its time column and whether it
+// keeps nodes and tenants (namespace and queue). Every table has the GPU
+// model and the state.
+type usageSource struct {
+	table, col   string
+	node, tenant bool
+}
+
+// sourceKind names the three tables of a resolution, from the smallest.
+type sourceKind int
+
+const (
+	tenantSource sourceKind = iota // gpu_tenant_*: no node
+	nodeSource                     // gpu_node_*: no namespace or queue
+	fullSource                     // gpu_usage_*: both
+)
+
+var usageSources = map[Resolution]map[sourceKind]usageSource{
+	Hourly: {
+		tenantSource: {"gpu_tenant_hours", "hour", false, true},
+		nodeSource:   {"gpu_node_hours", "hour", true, false},
+		fullSource:   {"gpu_usage_hours", "hour", true, true},
+	},
+	Daily: {
+		tenantSource: {"gpu_tenant_days", "day", false, true},
+		nodeSource:   {"gpu_node_days", "day", true, false},
+		fullSource:   {"gpu_usage_days", "day", true, true},
+	},
+}
+
+// pick chooses the smallest table with every column the request filters
+// or groups by; all of them hold the same GPU-minutes.
+func (f UsageFilter) pick(byNode, byTenant bool) sourceKind {
+	node := byNode || len(f.Nodes) > 0 || len(f.NodeLabels) > 0
+	tenant := byTenant || len(f.Namespaces) > 0 || len(f.Queues) > 0
+	switch {
+	case !node:
+		return tenantSource
+	case !tenant:
+		return nodeSource
+	default:
+		return fullSource
+	}
+}
+
 // The only SQL text chosen at run time is picked from these constant tables
 // by typed keys; request strings only ever travel as parameters.
+type usageKey struct {
+	res Resolution
+	src sourceKind
+}
+
 var (
-	usageTables = map[Resolution][2]string{Hourly: {"gpu_usage_hours", "hour"}, Daily: {"gpu_usage_days", "day"}}
-	dimColumns  = map[Dimension]string{ByCluster: "''", ByNode: "node", ByNamespace: "pod_namespace",
+	dimColumns = map[Dimension]string{ByCluster: "''", ByNode: "node", ByNamespace: "pod_namespace",
 		ByQueue: "queue", ByGPUModel: "gpu_model"}
-	usageSeriesSQL  = map[Resolution]string{}
-	usageGroupsSQL  = map[Resolution]map[Dimension]string{}
-	usageHeatmapSQL = map[Resolution]string{}
+	usageSeriesSQL  = map[usageKey]string{}
+	usageGroupsSQL  = map[usageKey]map[Dimension]string{}
+	usageHeatmapSQL = map[usageKey]string{}
 )
 
 func init() {
-	for res, tc := range usageTables {
-		table, col := tc[0], tc[1]
-		usageSeriesSQL[res] = fmt.Sprintf(`
+	for res, srcs := range usageSources {
+		for kind, src := range srcs {
+			key := usageKey{res, kind}
+			where := usageWhere(src)
+			usageSeriesSQL[key] = fmt.Sprintf(`
 SELECT %[2]s, state, sum(gpu_minutes)::bigint FROM %[1]s
-WHERE %[2]s >= $1 AND %[2]s < $2`+usageWhere+`
-GROUP BY 1, 2 ORDER BY 1, 2`, table, col)
-		usageGroupsSQL[res] = map[Dimension]string{}
-		for dim, expr := range dimColumns {
-			usageGroupsSQL[res][dim] = fmt.Sprintf(`
+WHERE %[2]s >= $1 AND %[2]s < $2`+where+`
+GROUP BY 1, 2 ORDER BY 1, 2`, src.table, src.col)
+			usageGroupsSQL[key] = map[Dimension]string{}
+			for dim, expr := range dimColumns {
+				if (dim == ByNode && !src.node) || ((dim == ByNamespace || dim == ByQueue) && !src.tenant) {
+					continue
+				}
+				usageGroupsSQL[key][dim] = fmt.Sprintf(`
 SELECT key, busy, idle, waiting, spare FROM (
     SELECT %[3]s AS key,
            coalesce(sum(gpu_minutes) FILTER (WHERE state = 'busy'), 0)::bigint AS busy,
@@ -220,16 +335,19 @@ SELECT key, busy, idle, waiting, spare FROM (
            coalesce(sum(gpu_minutes) FILTER (WHERE state = 'unallocated_waiting'), 0)::bigint AS waiting,
            coalesce(sum(gpu_minutes) FILTER (WHERE state = 'spare'), 0)::bigint AS spare
     FROM %[1]s
-    WHERE %[2]s >= $1 AND %[2]s < $2`+usageWhere+`
+    WHERE %[2]s >= $1 AND %[2]s < $2`+where+`
     GROUP BY 1
 ) g
 ORDER BY idle + waiting DESC, key
-LIMIT $8 OFFSET $9`, table, col, expr)
-		}
-		usageHeatmapSQL[res] = fmt.Sprintf(`
+LIMIT $8 OFFSET $9`, src.table, src.col, expr)
+			}
+			if !src.node {
+				continue
+			}
+			usageHeatmapSQL[key] = fmt.Sprintf(`
 WITH page AS (
     SELECT DISTINCT node FROM %[1]s
-    WHERE %[2]s >= $1 AND %[2]s < $2 AND node > $8`+usageWhere+`
+    WHERE %[2]s >= $1 AND %[2]s < $2 AND node > $8`+where+`
     ORDER BY node LIMIT $9
 )
 SELECT node, %[2]s, max(gpu_model),
@@ -238,10 +356,17 @@ SELECT node, %[2]s, max(gpu_model),
        coalesce(sum(gpu_minutes) FILTER (WHERE state = 'unallocated_waiting'), 0)::bigint,
        coalesce(sum(gpu_minutes) FILTER (WHERE state = 'spare'), 0)::bigint
 FROM %[1]s
-WHERE %[2]s >= $1 AND %[2]s < $2 AND node IN (SELECT node FROM page)`+usageWhere+`
-GROUP BY 1, 2 ORDER BY 1, 2`, table, col)
+WHERE %[2]s >= $1 AND %[2]s < $2 AND node IN (SELECT node FROM page)`+where+`
+GROUP BY 1, 2 ORDER BY 1, 2`, src.table, src.col)
+		}
 	}
 }
+
+// customPlan runs a dashboard read as an unnamed statement, so Postgres
+// plans it for this request's filters. A cached generic plan cannot know
+// which of the optional filters are empty, misjudges how many rows match
+// and, measured, sorts a month of rows on disk instead of hashing them.
+const customPlan = pgx.QueryExecModeCacheDescribe
 
 // UsageMinutes is GPU-minutes per idle category.
 type UsageMinutes struct {
@@ -284,7 +409,8 @@ type UsagePoint struct {
 // UsageSeries returns GPU-minutes per state for each bucket of res in the
 // filter's range, oldest first. Buckets with no data are absent.
 func (s *Store) UsageSeries(ctx context.Context, f UsageFilter, res Resolution) ([]UsagePoint, error) {
-	rows, err := s.pool.Query(ctx, usageSeriesSQL[res], f.args()...)
+	q := usageSeriesSQL[usageKey{res, f.pick(false, false)}]
+	rows, err := s.pool.Query(ctx, q, append([]any{customPlan}, f.args()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("read GPU usage series: %w", err)
 	}
@@ -317,11 +443,11 @@ type UsageGroup struct {
 // UsageByGroup returns GPU-minutes per state for each group of dim, most
 // wasted first, limit groups starting at offset.
 func (s *Store) UsageByGroup(ctx context.Context, f UsageFilter, res Resolution, dim Dimension, limit, offset int) ([]UsageGroup, error) {
-	q, ok := usageGroupsSQL[res][dim]
+	q, ok := usageGroupsSQL[usageKey{res, f.pick(dim == ByNode, dim == ByNamespace || dim == ByQueue)}][dim]
 	if !ok {
 		return nil, fmt.Errorf("read GPU usage by %q: not a dimension", dim)
 	}
-	rows, err := s.pool.Query(ctx, q, append(f.args(), limit, offset)...)
+	rows, err := s.pool.Query(ctx, q, append([]any{customPlan}, append(f.args(), limit, offset)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("read GPU usage by %s: %w", dim, err)
 	}
@@ -347,7 +473,8 @@ type HeatCell struct {
 // UsageHeatmap returns per-node, per-bucket GPU usage for up to limit nodes
 // whose names sort after afterNode, ordered by node then time.
 func (s *Store) UsageHeatmap(ctx context.Context, f UsageFilter, res Resolution, afterNode string, limit int) ([]HeatCell, error) {
-	rows, err := s.pool.Query(ctx, usageHeatmapSQL[res], append(f.args(), afterNode, limit)...)
+	q := usageHeatmapSQL[usageKey{res, f.pick(true, false)}]
+	rows, err := s.pool.Query(ctx, q, append([]any{customPlan}, append(f.args(), afterNode, limit)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("read node heatmap: %w", err)
 	}
@@ -375,9 +502,14 @@ type IdleHolder struct {
 }
 
 // IdleHolders ranks holders by allocated-but-idle GPU-minutes in the
-// filter's range (whole hours), limit of them starting at offset.
+// filter's range (whole hours), limit of them starting at offset. A range
+// of whole days is read from the daily table, any other from the hourly.
 func (s *Store) IdleHolders(ctx context.Context, f UsageFilter, limit, offset int) ([]IdleHolder, error) {
-	rows, err := s.pool.Query(ctx, idleHoldersSQL, append(f.args(), limit, offset)...)
+	q := idleHoldersSQL[Hourly]
+	if f.From.Equal(truncDay(f.From)) && f.To.Equal(truncDay(f.To)) {
+		q = idleHoldersSQL[Daily]
+	}
+	rows, err := s.pool.Query(ctx, q, append([]any{customPlan}, append(f.args(), limit, offset)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("read idle GPU holders: %w", err)
 	}
@@ -392,21 +524,44 @@ func (s *Store) IdleHolders(ctx context.Context, f UsageFilter, limit, offset in
 	return out, nil
 }
 
-const idleHoldersSQL = `
-WITH held AS (
+// idleHoldersSQL ranks holders with plain sums (a hash aggregate over the
+// range), then counts distinct pods and nodes for the page alone, through
+// the job index for jobs and the pod index for lone pods: counting them for
+// every holder sorted the whole range. A lateral branch whose condition on
+// the holder is false is skipped without reading its index.
+var idleHoldersSQL = map[Resolution]string{}
+
+func init() {
+	holders := usageSource{node: true, tenant: true}
+	for res, tc := range map[Resolution][2]string{Hourly: {"gpu_holder_hours", "hour"}, Daily: {"gpu_holder_days", "day"}} {
+		idleHoldersSQL[res] = fmt.Sprintf(`
+WITH ranked AS (
     SELECT job_uid, pod_namespace, CASE WHEN job_uid = '' THEN pod_name ELSE '' END AS lone_pod,
-           max(queue) AS queue, count(DISTINCT pod_name)::int AS pods, count(DISTINCT node)::int AS nodes,
-           sum(idle_minutes)::bigint AS idle, sum(busy_minutes)::bigint AS busy
-    FROM gpu_holder_hours
-    WHERE hour >= $1 AND hour < $2` + usageWhere + `
+           max(queue) AS queue, sum(idle_minutes)::bigint AS idle, sum(busy_minutes)::bigint AS busy
+    FROM %[1]s
+    WHERE %[2]s >= $1 AND %[2]s < $2`+usageWhere(holders)+`
     GROUP BY 1, 2, 3
     HAVING sum(idle_minutes) > 0
     ORDER BY idle DESC, job_uid, pod_namespace, lone_pod
     LIMIT $8 OFFSET $9
 )
-SELECT h.job_uid, h.pod_namespace, coalesce(j.name, h.lone_pod), h.queue, h.pods, h.nodes, h.idle, h.busy
-FROM held h LEFT JOIN jobs j ON j.uid = h.job_uid AND h.job_uid <> ''
-ORDER BY h.idle DESC, h.job_uid, h.pod_namespace, h.lone_pod`
+SELECT r.job_uid, r.pod_namespace, coalesce(j.name, r.lone_pod), r.queue, c.pods, c.nodes, r.idle, r.busy
+FROM ranked r
+CROSS JOIN LATERAL (
+    SELECT count(DISTINCT pod_name)::int AS pods, count(DISTINCT node)::int AS nodes FROM (
+        SELECT pod_name, node FROM %[1]s
+        WHERE r.job_uid <> '' AND job_uid = r.job_uid AND pod_namespace = r.pod_namespace
+          AND %[2]s >= $1 AND %[2]s < $2`+usageWhere(holders)+`
+        UNION ALL
+        SELECT pod_name, node FROM %[1]s
+        WHERE r.job_uid = '' AND pod_namespace = r.pod_namespace AND pod_name = r.lone_pod AND job_uid = ''
+          AND %[2]s >= $1 AND %[2]s < $2`+usageWhere(holders)+`
+    ) held
+) c
+LEFT JOIN jobs j ON j.uid = r.job_uid AND r.job_uid <> ''
+ORDER BY r.idle DESC, r.job_uid, r.pod_namespace, r.lone_pod`, tc[0], tc[1])
+	}
+}
 
 // WaitFilter narrows the cluster-wide wait reason queries.
 type WaitFilter struct {

@@ -28,7 +28,9 @@ type Match struct {
 // FindWorkloads finds pods and jobs whose UID equals query, whose
 // "namespace/name" equals it, or whose name (or namespace/name) starts with
 // it. Results are ordered by kind (jobs first), namespace, name and uid;
-// afterKey (the last result's SortKey) resumes a previous page.
+// afterKey (the last result's SortKey) resumes a previous page. Planned
+// for each query (customPlan), the prefix becomes a range scan of the name
+// pattern indexes; a generic plan would read every pod.
 func (s *Store) FindWorkloads(ctx context.Context, query, afterKey string, limit int) ([]Match, error) {
 	ns, name, hasNS := strings.Cut(query, "/")
 	if !hasNS {
@@ -45,7 +47,7 @@ func (s *Store) FindWorkloads(ctx context.Context, query, afterKey string, limit
 		) m
 		WHERE kind || '/' || namespace || '/' || name || '/' || uid > $4
 		ORDER BY kind || '/' || namespace || '/' || name || '/' || uid
-		LIMIT $5`, query, ns, prefix, afterKey, limit)
+		LIMIT $5`, customPlan, query, ns, prefix, afterKey, limit)
 	if err != nil {
 		return nil, fmt.Errorf("search pods and jobs for %q: %w", query, err)
 	}
