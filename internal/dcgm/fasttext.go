@@ -135,11 +135,21 @@ func parseTextFastSet(page []byte, at time.Time) (set *sampleSet, err error, ok 
 		}
 		return ""
 	}
+	// Series of one label block without their own timestamp all land in
+	// the same sample: after the first, only the value needs setting.
+	sampleOf := make([]int32, len(p.blocks))
+	for i := range sampleOf {
+		sampleOf[i] = -1
+	}
 	for m := range Metrics {
 		name := Metrics[m]
 		for i := range p.kept {
 			k = &p.kept[i]
 			if int(k.metric) != m {
+				continue
+			}
+			if k.block >= 0 && !k.hasTS && sampleOf[k.block] >= 0 {
+				setField(&set.samples[sampleOf[k.block]], name, k.value)
 				continue
 			}
 			label := byPairs
@@ -154,8 +164,12 @@ func parseTextFastSet(page []byte, at time.Time) (set *sampleSet, err error, ok 
 			if k.hasTS {
 				t = time.UnixMilli(k.ts)
 			}
-			if err := set.add(name, label, k.value, t); err != nil {
+			idx, err := set.addIndex(name, label, k.value, t)
+			if err != nil {
 				return nil, err, true
+			}
+			if k.block >= 0 && !k.hasTS {
+				sampleOf[k.block] = int32(idx)
 			}
 		}
 	}

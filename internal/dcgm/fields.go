@@ -91,13 +91,20 @@ func newSampleSet(sizeHint int) *sampleSet {
 // add records metric=v for the series described by label at time t. Metrics
 // that GPUSample does not carry are ignored.
 func (s *sampleSet) add(metric string, label labelFunc, v float64, t time.Time) error {
+	_, err := s.addIndex(metric, label, v, t)
+	return err
+}
+
+// addIndex is add, also returning the index of the sample that took the
+// value (-1 when the metric is not carried).
+func (s *sampleSet) addIndex(metric string, label labelFunc, v float64, t time.Time) (int, error) {
 	var probe schedloop.GPUSample
 	if !setField(&probe, metric, v) {
-		return nil
+		return -1, nil
 	}
 	uuid := label(labelUUID)
 	if uuid == "" {
-		return fmt.Errorf("metric %s: series without a %s label cannot be joined to a GPU", metric, labelUUID)
+		return -1, fmt.Errorf("metric %s: series without a %s label cannot be joined to a GPU", metric, labelUUID)
 	}
 	k := seriesKey{uuid: uuid, gpuInstance: label(labelGPUInstance), unixMilli: t.UnixMilli()}
 	k.namespace, k.pod, k.container = s.podLabels(label)
@@ -107,7 +114,7 @@ func (s *sampleSet) add(metric string, label labelFunc, v float64, t time.Time) 
 		if g := label(labelGPU); g != "" {
 			n, err := strconv.Atoi(g)
 			if err != nil || n < 0 {
-				return fmt.Errorf("metric %s GPU %s: label %s=%q is not a GPU index", metric, uuid, labelGPU, g)
+				return -1, fmt.Errorf("metric %s GPU %s: label %s=%q is not a GPU index", metric, uuid, labelGPU, g)
 			}
 			idx = n
 		}
@@ -122,7 +129,7 @@ func (s *sampleSet) add(metric string, label labelFunc, v float64, t time.Time) 
 		}
 	}
 	setField(&s.samples[i], metric, v)
-	return nil
+	return i, nil
 }
 
 func (s *sampleSet) podLabels(label labelFunc) (namespace, pod, container string) {
