@@ -29,23 +29,35 @@ func QueueAdmits(limit QueueLimit, used QueueUsage, demandMilli int64, gang bool
 	return true
 }
 
-// QueueKey orders waiting jobs the way the scheduling queue does
-// (kube-scheduler's PrioritySort): higher priority first, then earlier
-// creation, then name.
+// QueueKey orders waiting jobs the way the scheduling queue does: the
+// stock PrioritySort (higher priority first, then earlier creation) with the
+// members of one gang kept together, as schedloop's QueueSort plugin keeps
+// them. The simulator queues whole jobs; the plugin queues pods and gives
+// each member its gang's key and its gang's first arrival.
 type QueueKey struct {
 	Priority int32
-	// Created is the job's creation time in any monotone unit (the
-	// simulator uses nanoseconds from the trace start).
+	// Created is when the job (for a gang member: the first member the
+	// queue saw) arrived, in any monotone unit (the simulator uses
+	// nanoseconds from the trace start, the plugin Unix nanoseconds).
 	Created int64
-	Name    string
+	// Name is the job's (a pod's own) name: the last tie-break.
+	Name string
+	// Gang identifies the gang ("namespace/pod-group" live, the job's name
+	// in the simulator); empty for a lone pod.
+	Gang string
 }
 
-// CompareQueueKeys is negative when a is tried before b.
+// CompareQueueKeys is negative when a is tried before b: higher priority,
+// then earlier arrival, then lone pods before gangs and gangs by key (two
+// gangs that arrived together do not interleave), then name.
 func CompareQueueKeys(a, b QueueKey) int {
 	if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(a.Created, b.Created); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Gang, b.Gang); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.Name, b.Name)

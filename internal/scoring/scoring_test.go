@@ -120,7 +120,8 @@ func TestFragmentationWorkedExample(t *testing.T) {
 	if !reflect.DeepEqual(devices, []int{6}) {
 		t.Errorf("devices = %v, want [6]", devices)
 	}
-	if want := 100 / (1 + math.Exp(-0.3)); math.Abs(score-want) > 1e-9 {
+	// sigmoid(0.3)·100 = 57.44, cut to the whole score the artifact uses.
+	if want := math.Floor(100 / (1 + math.Exp(-0.3))); score != want {
 		t.Errorf("score = %v, want %v", score, want)
 	}
 	if f := Fragmentation(n, w); f != 550 {
@@ -131,6 +132,59 @@ func TestFragmentationWorkedExample(t *testing.T) {
 	starved.CPUMilliFree = 0
 	if f := Fragmentation(starved, Workload{{Request{CPUMilli: 1, GPUs: 1}, 1}}); f != 2000 {
 		t.Errorf("node without CPU: F = %v, want 2000", f)
+	}
+	// A shape without GPUs can use no free device, room or not.
+	cpuOnly := Workload{{Request{CPUMilli: 1}, 1}}
+	if f := Fragmentation(n, cpuOnly); f != 6800 {
+		t.Errorf("CPU-only class on a node with room: F = %v, want 6800", f)
+	}
+	if f := Fragmentation(starved, cpuOnly); f != 2000 {
+		t.Errorf("CPU-only class on a node without CPU: F = %v, want 2000", f)
+	}
+}
+
+// Classes drop memory and break frequency ties toward the larger shape.
+func TestTypicalWorkloadShapesAndTies(t *testing.T) {
+	reqs := []Request{
+		{CPUMilli: 4000, MemoryMiB: 100, GPUs: 1, GPUMilli: 500},
+		{CPUMilli: 4000, MemoryMiB: 999, GPUs: 1, GPUMilli: 500},
+		{CPUMilli: 8000, MemoryMiB: 7},
+		{CPUMilli: 8000, MemoryMiB: 7},
+		{CPUMilli: 4000, GPUs: 1},
+		{CPUMilli: 4000, GPUs: 1},
+	}
+	got := TypicalWorkload(reqs, 1)
+	want := Workload{
+		{Request{CPUMilli: 8000}, 2.0 / 6},
+		{Request{CPUMilli: 4000, GPUs: 1}, 2.0 / 6},
+		{Request{CPUMilli: 4000, GPUs: 1, GPUMilli: 500}, 2.0 / 6},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("TypicalWorkload = %+v\nwant %+v", got, want)
+	}
+}
+
+// The GPU Packing bands of the paper's artifact.
+func TestPackingBands(t *testing.T) {
+	tests := []struct {
+		name string
+		n    *Node
+		r    Request
+		want float64
+	}{
+		{"idle 2-GPU node", node8(1000, 1000), Request{GPUs: 1}, 31},
+		{"idle 8-GPU node", node8(1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000), Request{GPUs: 1}, 25},
+		{"share on a device with 400 free", node8(400, 1000), Request{GPUs: 1, GPUMilli: 300}, 96},
+		{"share on a device with 990 free", node8(990, 1000), Request{GPUs: 1, GPUMilli: 300}, 91},
+		{"share needing an idle device on a used node", node8(200, 1000), Request{GPUs: 1, GPUMilli: 300}, 49},
+		{"two whole devices on a used node", node8(0, 1000, 1000, 1000), Request{GPUs: 2}, 48},
+		{"no GPUs", node8(0, 1000), Request{CPUMilli: 1000}, 0},
+	}
+	for _, tc := range tests {
+		s := Scorer{Weights: Weights{TermPacking: 1}}
+		if got, _ := s.Score(tc.n, tc.r); got != tc.want {
+			t.Errorf("%s: packing = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -20,7 +20,7 @@ const (
 	// request (FGD paper's BestFit baseline).
 	TermBestFit Term = "bestfit"
 	// TermPacking prefers partly used devices, then partly used nodes, then
-	// idle ones (the paper's GPU Packing baseline).
+	// idle ones, in whole-number bands (the paper's GPU Packing baseline).
 	TermPacking Term = "packing"
 	// TermBinPack prefers nodes with the highest share of their dominant
 	// requested resource allocated after placement.
@@ -161,20 +161,29 @@ func bestFit(n *Node, r Request) float64 {
 	return clamp100((1 - 0.5*cpuLeft - 0.5*gpuLeft) * 100)
 }
 
+// packing is the GPU Packing baseline's banded score, as the paper's
+// artifact computes it (whole numbers, so ties go to the name order):
+// a shared request on a partly used device scores 90..100, more for the
+// less that device had free; a request that needs idle devices on a partly
+// used node scores 50 minus the devices it takes (at least 33); on an idle
+// node, 33 minus its device count, so small idle nodes go first. The bands
+// ignore how full a partly used node is: among such nodes the first by name
+// wins, which packs as first-fit does. A request without GPUs scores 0 on
+// every node, as in the artifact: GPU packing has nothing to say about it,
+// and alone the term leaves it to the name order (first fit).
 func packing(n *Node, r Request, devices []int) float64 {
 	if r.GPUs == 0 {
-		return binPack(n, r)
+		return 0
+	}
+	capacity, idle := n.GPUCap(), n.IdleGPUs()
+	if idle == capacity {
+		return float64(max(33-idle, idle))
 	}
 	if r.Shared() && len(devices) == 1 && n.GPUFree[devices[0]] < MilliPerGPU {
-		left := float64(n.GPUFree[devices[0]]-r.GPUMilli) / MilliPerGPU
-		return 50 + 50*(1-left)
+		freePct := n.GPUFree[devices[0]] * 100 / MilliPerGPU
+		return float64(max(100-freePct/10, 50))
 	}
-	capacity := n.GPUCap()
-	if idle := n.IdleGPUs(); idle < capacity {
-		return 33 + 17*float64(capacity-idle)/float64(capacity)
-	}
-	// An idle node: smaller ones first, so big nodes stay whole for big jobs.
-	return 33 * clamp01(1-float64(capacity)/float64(bestFitMaxGPUMilli/MilliPerGPU+1))
+	return float64(max(50-r.GPUs, 33))
 }
 
 func binPack(n *Node, r Request) float64 {

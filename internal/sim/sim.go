@@ -209,8 +209,11 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 			return Result{}, fmt.Errorf("replay: job %s: %w", j.Name, err)
 		}
 		key := shapeKey(j.Request)
-		js := &jobState{job: j, idx: i, shape: r.p.shape(key), tried: -1,
-			key: scoring.QueueKey{Priority: j.Priority, Created: int64(j.Arrival), Name: j.Name}}
+		qk := scoring.QueueKey{Priority: j.Priority, Created: int64(j.Arrival), Name: j.Name}
+		if j.Members > 1 {
+			qk.Gang = j.Name
+		}
+		js := &jobState{job: j, idx: i, shape: r.p.shape(key), tried: -1, key: qk}
 		if !r.feasible(j, key) {
 			js.status = never
 		}
