@@ -77,7 +77,13 @@ type Job struct {
 	// GPUMilliPerMember is the share of one GPU (1..1000) a GPU-sharing
 	// member asks for; 0 when members request whole GPUs.
 	GPUMilliPerMember int
-	Created           time.Time
+	// CPUMilliPerMember and MemoryMiBPerMember are each member's CPU
+	// (milli-cores) and memory (MiB) requests; GPUModels the GPU models a
+	// member may run on (empty: any).
+	CPUMilliPerMember  int64
+	MemoryMiBPerMember int64
+	GPUModels          []string
+	Created            time.Time
 	// FirstScheduled is when the first member was bound; Admitted is when
 	// MinMember members were bound (the gang could start).
 	FirstScheduled time.Time
@@ -98,7 +104,12 @@ type Pod struct {
 	SchedulerName string
 	GPUs          int
 	GPUMilli      int
-	Node          string
+	// CPUMilli and MemoryMiB are the pod's requests (milli-cores, MiB);
+	// GPUModels the GPU models it may run on (empty: any).
+	CPUMilli  int64
+	MemoryMiB int64
+	GPUModels []string
+	Node      string
 	// GPUUUIDs are the devices the pod was given, when attribution knows them.
 	GPUUUIDs  []string
 	Created   time.Time

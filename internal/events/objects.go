@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/podgroup"
@@ -97,6 +98,29 @@ func gpuRequest(pod *corev1.Pod) int {
 	return total
 }
 
+// gpuModels is the GPU models a pod may run on: a node selector on the GPU
+// product label, or a single required node-affinity term with an In on it
+// (nil: any model).
+func gpuModels(pod *corev1.Pod) []string {
+	if m, ok := pod.Spec.NodeSelector[labelGPUProduct]; ok {
+		return []string{m}
+	}
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 {
+		return nil
+	}
+	for _, e := range terms[0].MatchExpressions {
+		if e.Key == labelGPUProduct && e.Operator == corev1.NodeSelectorOpIn {
+			return e.Values
+		}
+	}
+	return nil
+}
+
 // toPod converts a pod as last seen.
 func (c clock) toPod(pod *corev1.Pod, seen *podSeen, jobUID string) schedloop.Pod {
 	p := schedloop.Pod{
@@ -109,6 +133,11 @@ func (c clock) toPod(pod *corev1.Pod, seen *podSeen, jobUID string) schedloop.Po
 	if pod.Spec.Priority != nil {
 		p.Priority = *pod.Spec.Priority
 	}
+	// The requests the scheduler accounts (containers, init containers,
+	// overhead), as kube-scheduler computes them.
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	p.CPUMilli, p.MemoryMiB = reqs.Cpu().MilliValue(), reqs.Memory().Value()>>20
+	p.GPUModels = gpuModels(pod)
 	if v, err := strconv.Atoi(pod.Annotations[annotationGPUMil]); err == nil && v > 0 && v <= 1000 {
 		p.GPUMilli = v
 	}
@@ -182,6 +211,7 @@ func (c clock) groupFromUnstructured(u *unstructured.Unstructured, observed time
 func loneJob(p schedloop.Pod) schedloop.Job {
 	return schedloop.Job{UID: p.UID, Namespace: p.Namespace, Name: p.Name, Kind: schedloop.JobKindPod,
 		Queue: p.Queue, Priority: p.Priority, MinMember: 1, GPUsPerMember: p.GPUs, GPUMilliPerMember: p.GPUMilli,
+		CPUMilliPerMember: p.CPUMilli, MemoryMiBPerMember: p.MemoryMiB, GPUModels: p.GPUModels,
 		Created: p.Created, Phase: schedloop.PhasePending}
 }
 

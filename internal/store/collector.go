@@ -58,7 +58,10 @@ func Permanent(err error) bool {
 // DeriveJobs fills the lifecycle of the given jobs from their member pods:
 // first member bound, minMember-th member bound (admitted), minMember-th
 // member started, all members ended (finished) and the outcome. Times only
-// fill in, never move, and a terminal phase sticks, as in UpsertJobs.
+// fill in, never move, and a terminal phase sticks, as in UpsertJobs. The
+// request shape per member (CPU, memory: the largest member's; GPU models:
+// those of a member that names any) comes from the members when they
+// carry it; a job whose members carry none keeps what it had.
 func (s *Store) DeriveJobs(ctx context.Context, jobUIDs []string) error {
 	if len(jobUIDs) == 0 {
 		return nil
@@ -72,7 +75,11 @@ func (s *Store) DeriveJobs(ctx context.Context, jobUIDs []string) error {
 		           count(*) FILTER (WHERE phase IN ('Succeeded', 'Failed', 'Deleted')) AS ended,
 		           count(*) FILTER (WHERE phase = 'Failed') AS failed,
 		           count(*) FILTER (WHERE phase = 'Deleted') AS deleted,
-		           max(finished_at) AS last_end
+		           max(finished_at) AS last_end,
+		           max(cpu_milli) AS cpu_milli,
+		           max(memory_mib) AS memory_mib,
+		           -- Label values hold no '|', so a list survives the round trip.
+		           min(array_to_string(gpu_models, '|')) FILTER (WHERE cardinality(gpu_models) > 0) AS gpu_models
 		    FROM pods WHERE job_uid = ANY($1) GROUP BY job_uid
 		)
 		UPDATE jobs j SET
@@ -86,7 +93,10 @@ func (s *Store) DeriveJobs(ctx context.Context, jobUIDs []string) error {
 		        WHEN m.ended = m.members AND m.members >= j.min_member THEN
 		            CASE WHEN m.failed > 0 THEN 'Failed' WHEN m.deleted > 0 THEN 'Deleted' ELSE 'Succeeded' END
 		        WHEN cardinality(m.started) >= j.min_member THEN 'Running'
-		        ELSE 'Pending' END
+		        ELSE 'Pending' END,
+		    cpu_milli_per_member = CASE WHEN m.cpu_milli > 0 THEN m.cpu_milli ELSE j.cpu_milli_per_member END,
+		    memory_mib_per_member = CASE WHEN m.memory_mib > 0 THEN m.memory_mib ELSE j.memory_mib_per_member END,
+		    gpu_models = coalesce(string_to_array(m.gpu_models, '|'), j.gpu_models)
 		FROM m WHERE j.uid = m.job_uid`, jobUIDs)
 	if err != nil {
 		return fmt.Errorf("derive lifecycle of %d jobs: %w", len(jobUIDs), err)

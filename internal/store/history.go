@@ -20,7 +20,8 @@ import (
 func (s *Store) JobHistory(ctx context.Context, from, to time.Time) ([]schedloop.Job, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT uid, namespace, name, kind, queue, priority, min_member, gpus_per_member, gpu_milli_per_member,
-		       created_at, first_scheduled_at, admitted_at, started_at, finished_at, phase
+		       created_at, first_scheduled_at, admitted_at, started_at, finished_at, phase,
+		       cpu_milli_per_member, memory_mib_per_member, gpu_models
 		FROM jobs
 		WHERE created_at >= $1 AND created_at < $2
 		  AND coalesce(admitted_at, started_at, first_scheduled_at) IS NOT NULL
@@ -33,8 +34,10 @@ func (s *Store) JobHistory(ctx context.Context, from, to time.Time) ([]schedloop
 		var kind, phase string
 		var first, admitted, started, finished pgtype.Timestamptz
 		err := r.Scan(&j.UID, &j.Namespace, &j.Name, &kind, &j.Queue, &j.Priority, &j.MinMember, &j.GPUsPerMember,
-			&j.GPUMilliPerMember, &j.Created, &first, &admitted, &started, &finished, &phase)
+			&j.GPUMilliPerMember, &j.Created, &first, &admitted, &started, &finished, &phase,
+			&j.CPUMilliPerMember, &j.MemoryMiBPerMember, &j.GPUModels)
 		j.Kind, j.Phase = schedloop.JobKind(kind), schedloop.Phase(phase)
+		j.GPUModels = nilIfEmpty(j.GPUModels)
 		j.FirstScheduled, j.Admitted, j.Started, j.Finished =
 			fromNullTime(first), fromNullTime(admitted), fromNullTime(started), fromNullTime(finished)
 		return j, err

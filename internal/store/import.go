@@ -21,7 +21,8 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []schedloop.Job) (int64, er
 			return fmt.Errorf("create staging table: %w", err)
 		}
 		cols := []string{"uid", "namespace", "name", "kind", "queue", "priority", "min_member", "gpus_per_member",
-			"gpu_milli_per_member", "created_at", "first_scheduled_at", "admitted_at", "started_at", "finished_at", "phase"}
+			"gpu_milli_per_member", "created_at", "first_scheduled_at", "admitted_at", "started_at", "finished_at", "phase",
+			"cpu_milli_per_member", "memory_mib_per_member", "gpu_models"}
 		src := pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) {
 			j := jobs[i]
 			if j.UID == "" || j.Created.IsZero() {
@@ -33,7 +34,8 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []schedloop.Job) (int64, er
 			}
 			return []any{j.UID, j.Namespace, j.Name, string(kind), j.Queue, j.Priority, max(j.MinMember, 1),
 				j.GPUsPerMember, j.GPUMilliPerMember, j.Created, nullTime(j.FirstScheduled), nullTime(j.Admitted),
-				nullTime(j.Started), nullTime(j.Finished), phaseOrPending(j.Phase)}, nil
+				nullTime(j.Started), nullTime(j.Finished), phaseOrPending(j.Phase), j.CPUMilliPerMember,
+				j.MemoryMiBPerMember, textArray(j.GPUModels)}, nil
 		})
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs_import"}, cols, src); err != nil {
 			return fmt.Errorf("copy jobs: %w", err)

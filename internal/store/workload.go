@@ -20,12 +20,18 @@ var ErrNotFound = errors.New("not found")
 // earlier one arriving late.
 const upsertJobSQL = `
 INSERT INTO jobs (uid, namespace, name, kind, queue, priority, min_member, gpus_per_member, gpu_milli_per_member,
-    created_at, first_scheduled_at, admitted_at, started_at, finished_at, phase)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+    created_at, first_scheduled_at, admitted_at, started_at, finished_at, phase,
+    cpu_milli_per_member, memory_mib_per_member, gpu_models)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 ON CONFLICT (uid) DO UPDATE SET
     namespace = EXCLUDED.namespace, name = EXCLUDED.name, kind = EXCLUDED.kind, queue = EXCLUDED.queue,
     priority = EXCLUDED.priority, min_member = EXCLUDED.min_member,
     gpus_per_member = EXCLUDED.gpus_per_member, gpu_milli_per_member = EXCLUDED.gpu_milli_per_member,
+    cpu_milli_per_member = CASE WHEN EXCLUDED.cpu_milli_per_member > 0
+        THEN EXCLUDED.cpu_milli_per_member ELSE jobs.cpu_milli_per_member END,
+    memory_mib_per_member = CASE WHEN EXCLUDED.memory_mib_per_member > 0
+        THEN EXCLUDED.memory_mib_per_member ELSE jobs.memory_mib_per_member END,
+    gpu_models = CASE WHEN cardinality(EXCLUDED.gpu_models) > 0 THEN EXCLUDED.gpu_models ELSE jobs.gpu_models END,
     created_at = least(jobs.created_at, EXCLUDED.created_at),
     first_scheduled_at = coalesce(jobs.first_scheduled_at, EXCLUDED.first_scheduled_at),
     admitted_at = coalesce(jobs.admitted_at, EXCLUDED.admitted_at),
@@ -33,7 +39,9 @@ ON CONFLICT (uid) DO UPDATE SET
     finished_at = coalesce(jobs.finished_at, EXCLUDED.finished_at),
     phase = CASE WHEN jobs.phase IN ('Succeeded', 'Failed', 'Deleted') THEN jobs.phase ELSE EXCLUDED.phase END`
 
-// UpsertJobs records jobs; see upsertJobSQL for how repeated observations merge.
+// UpsertJobs records jobs; see upsertJobSQL for how repeated observations
+// merge. A job's request shape (CPU, memory, GPU models) is only replaced by
+// a known one: a PodGroup says nothing about it, its members do (DeriveJobs).
 func (s *Store) UpsertJobs(ctx context.Context, jobs []schedloop.Job) error {
 	b := &pgx.Batch{}
 	for _, j := range jobs {
@@ -42,12 +50,29 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []schedloop.Job) error {
 		}
 		b.Queue(upsertJobSQL, j.UID, j.Namespace, j.Name, string(j.Kind), j.Queue, j.Priority, max(j.MinMember, 1),
 			j.GPUsPerMember, j.GPUMilliPerMember, j.Created, nullTime(j.FirstScheduled), nullTime(j.Admitted),
-			nullTime(j.Started), nullTime(j.Finished), phaseOrPending(j.Phase))
+			nullTime(j.Started), nullTime(j.Finished), phaseOrPending(j.Phase), j.CPUMilliPerMember, j.MemoryMiBPerMember,
+			textArray(j.GPUModels))
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("upsert %d jobs: %w", len(jobs), err)
 	}
 	return nil
+}
+
+// textArray stores a nil list as an empty array (the columns are NOT NULL).
+func textArray(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+// nilIfEmpty reads an empty array back as nil, as it was written.
+func nilIfEmpty(v []string) []string {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
 }
 
 func phaseOrPending(p schedloop.Phase) string {
@@ -64,9 +89,11 @@ func (s *Store) GetJob(ctx context.Context, uid string) (schedloop.Job, error) {
 	var first, admitted, started, finished pgtype.Timestamptz
 	err := s.pool.QueryRow(ctx, `
 		SELECT uid, namespace, name, kind, queue, priority, min_member, gpus_per_member, gpu_milli_per_member,
-		       created_at, first_scheduled_at, admitted_at, started_at, finished_at, phase
+		       created_at, first_scheduled_at, admitted_at, started_at, finished_at, phase,
+		       cpu_milli_per_member, memory_mib_per_member, gpu_models
 		FROM jobs WHERE uid = $1`, uid).Scan(&j.UID, &j.Namespace, &j.Name, &kind, &j.Queue, &j.Priority,
-		&j.MinMember, &j.GPUsPerMember, &j.GPUMilliPerMember, &j.Created, &first, &admitted, &started, &finished, &phase)
+		&j.MinMember, &j.GPUsPerMember, &j.GPUMilliPerMember, &j.Created, &first, &admitted, &started, &finished, &phase,
+		&j.CPUMilliPerMember, &j.MemoryMiBPerMember, &j.GPUModels)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return j, fmt.Errorf("job %s: %w", uid, ErrNotFound)
 	}
@@ -76,18 +103,20 @@ func (s *Store) GetJob(ctx context.Context, uid string) (schedloop.Job, error) {
 	j.Kind, j.Phase = schedloop.JobKind(kind), schedloop.Phase(phase)
 	j.FirstScheduled, j.Admitted, j.Started, j.Finished =
 		fromNullTime(first), fromNullTime(admitted), fromNullTime(started), fromNullTime(finished)
+	j.GPUModels = nilIfEmpty(j.GPUModels)
 	return j, nil
 }
 
 const upsertPodSQL = `
 INSERT INTO pods (uid, namespace, name, job_uid, queue, priority, scheduler_name, gpus, gpu_milli, node, gpu_uuids,
-    created_at, scheduled_at, started_at, finished_at, phase)
-VALUES ($1, $2, $3, nullif($4, ''), $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+    created_at, scheduled_at, started_at, finished_at, phase, cpu_milli, memory_mib, gpu_models)
+VALUES ($1, $2, $3, nullif($4, ''), $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 ON CONFLICT (uid) DO UPDATE SET
     namespace = EXCLUDED.namespace, name = EXCLUDED.name,
     job_uid = coalesce(EXCLUDED.job_uid, pods.job_uid),
     queue = EXCLUDED.queue, priority = EXCLUDED.priority, scheduler_name = EXCLUDED.scheduler_name,
     gpus = EXCLUDED.gpus, gpu_milli = EXCLUDED.gpu_milli,
+    cpu_milli = EXCLUDED.cpu_milli, memory_mib = EXCLUDED.memory_mib, gpu_models = EXCLUDED.gpu_models,
     node = CASE WHEN EXCLUDED.node <> '' THEN EXCLUDED.node ELSE pods.node END,
     gpu_uuids = CASE WHEN cardinality(EXCLUDED.gpu_uuids) > 0 THEN EXCLUDED.gpu_uuids ELSE pods.gpu_uuids END,
     created_at = least(pods.created_at, EXCLUDED.created_at),
@@ -110,7 +139,7 @@ func (s *Store) UpsertPods(ctx context.Context, pods []schedloop.Pod) error {
 		}
 		b.Queue(upsertPodSQL, p.UID, p.Namespace, p.Name, p.JobUID, p.Queue, p.Priority, p.SchedulerName, p.GPUs,
 			p.GPUMilli, p.Node, uuids, p.Created, nullTime(p.Scheduled), nullTime(p.Started), nullTime(p.Finished),
-			phaseOrPending(p.Phase))
+			phaseOrPending(p.Phase), p.CPUMilli, p.MemoryMiB, textArray(p.GPUModels))
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("upsert %d pods: %w", len(pods), err)
@@ -126,9 +155,10 @@ func (s *Store) GetPod(ctx context.Context, uid string) (schedloop.Pod, error) {
 	var scheduled, started, finished pgtype.Timestamptz
 	err := s.pool.QueryRow(ctx, `
 		SELECT uid, namespace, name, job_uid, queue, priority, scheduler_name, gpus, gpu_milli, node, gpu_uuids,
-		       created_at, scheduled_at, started_at, finished_at, phase
+		       created_at, scheduled_at, started_at, finished_at, phase, cpu_milli, memory_mib, gpu_models
 		FROM pods WHERE uid = $1`, uid).Scan(&p.UID, &p.Namespace, &p.Name, &jobUID, &p.Queue, &p.Priority,
-		&p.SchedulerName, &p.GPUs, &p.GPUMilli, &p.Node, &p.GPUUUIDs, &p.Created, &scheduled, &started, &finished, &phase)
+		&p.SchedulerName, &p.GPUs, &p.GPUMilli, &p.Node, &p.GPUUUIDs, &p.Created, &scheduled, &started, &finished, &phase,
+		&p.CPUMilli, &p.MemoryMiB, &p.GPUModels)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("pod %s: %w", uid, ErrNotFound)
 	}
@@ -136,6 +166,7 @@ func (s *Store) GetPod(ctx context.Context, uid string) (schedloop.Pod, error) {
 		return p, fmt.Errorf("read pod %s: %w", uid, err)
 	}
 	p.JobUID, p.Phase = jobUID.String, schedloop.Phase(phase)
+	p.GPUModels = nilIfEmpty(p.GPUModels)
 	p.Scheduled, p.Started, p.Finished = fromNullTime(scheduled), fromNullTime(started), fromNullTime(finished)
 	return p, nil
 }

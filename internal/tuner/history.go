@@ -14,9 +14,9 @@ import (
 
 // JobsFromHistory turns stored jobs into a workload: arrival is creation
 // relative to origin, run time is from admission (else start, else first
-// binding) to finish, or to until for a job still running. What the store
-// does not record (CPU, memory, GPU-model constraints, utilisation) is
-// left out; util applies to every job.
+// binding) to finish, or to until for a job still running. Each member asks
+// for the stored request shape (GPUs, CPU, memory, GPU models); the store
+// does not record utilisation, so util applies to every job.
 func JobsFromHistory(jobs []schedloop.Job, origin, until time.Time, util float64) []sim.Job {
 	out := make([]sim.Job, 0, len(jobs))
 	for _, j := range jobs {
@@ -28,7 +28,11 @@ func JobsFromHistory(jobs []schedloop.Job, origin, until time.Time, util float64
 		if end.IsZero() || end.After(until) {
 			end = until
 		}
-		r := scoring.Request{GPUs: j.GPUsPerMember}
+		r := scoring.Request{GPUs: j.GPUsPerMember, CPUMilli: j.CPUMilliPerMember, MemoryMiB: j.MemoryMiBPerMember,
+			GPUModels: slices.Clone(j.GPUModels)}
+		if len(r.GPUModels) == 0 {
+			r.GPUModels = nil
+		}
 		if j.GPUMilliPerMember > 0 && j.GPUMilliPerMember < scoring.MilliPerGPU {
 			r.GPUs, r.GPUMilli = 1, j.GPUMilliPerMember
 		}
@@ -87,7 +91,8 @@ func JobsForImport(tj []trace.Job, origin time.Time, namespace string) []schedlo
 		}
 		out[i] = schedloop.Job{UID: namespace + "/" + j.Name, Namespace: namespace, Name: j.Name, Kind: kind,
 			Queue: j.Queue, Priority: j.Priority, MinMember: max(j.Members, 1), GPUsPerMember: j.GPUs,
-			GPUMilliPerMember: milli, Created: at, FirstScheduled: at, Admitted: at, Started: at,
+			GPUMilliPerMember: milli, CPUMilliPerMember: j.CPUMilli, MemoryMiBPerMember: j.MemoryMiB,
+			GPUModels: slices.Clone(j.GPUModels), Created: at, FirstScheduled: at, Admitted: at, Started: at,
 			Finished: at.Add(j.Duration), Phase: phase}
 	}
 	return out
