@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +53,6 @@ func artifactsDir(t *testing.T) string {
 // drives the three pages in headless Chromium: each must show the numbers
 // the test computes from the database itself.
 func TestDashboardInBrowser(t *testing.T) {
-	chromium := chromiumPath(t)
 	url := storetest.URL(t)
 	st := storetest.Open(t, url)
 	if _, err := st.Migrate(context.Background()); err != nil {
@@ -66,77 +62,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "-listen", "127.0.0.1:0"}, env(url), pw, io.Discard)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("read listen address: %v", err)
-	}
-	go io.Copy(io.Discard, pr)
-	base := strings.TrimSpace(strings.TrimPrefix(line, "collector listening on "))
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromium),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 900),
-	)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	browser, cancelTimeout := context.WithTimeout(browser, 3*time.Minute)
-	defer cancelTimeout()
-	shots := artifactsDir(t)
-	t.Logf("screenshots in %s", shots)
-
-	ready := func(page string) chromedp.Action[chromedp.Void] {
-		return chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`main[data-page=%q][data-ready="true"]`, page)))
-	}
-	text := func(sel string) string {
-		s, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("read %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
-	number := func(sel string) float64 {
-		s := text(sel)
-		v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
-		if err != nil {
-			t.Fatalf("%s shows %q, not a number", sel, s)
-		}
-		return v
-	}
-	shot := func(name string) {
-		png, err := chromedp.Run(browser, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	noError := func() {
-		n, err := chromedp.Run(browser, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=error]').length`))
-		if err != nil || n != 0 {
-			t.Fatalf("the page shows an error (%d): %s", n, text("main"))
-		}
-	}
+	d := serveInBrowser(t, url)
+	browser, base := d.browser, d.base
+	ready, text, number, attr, shot, noError := d.ready, d.text, d.number, d.attr, d.shot, d.noError
 
 	// Page 1: GPU idle time over the last 24 hours.
 	if err := chromedp.Do(browser, chromedp.Navigate(base+"/#/idle"),
@@ -146,13 +74,6 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("idle page: %v", err)
 	}
 	noError()
-	attr := func(sel, name string) string {
-		a, err := chromedp.Run(browser, chromedp.AttributeValue(chromedp.CSS(sel), name))
-		if err != nil || !a.Exists {
-			t.Fatalf("attribute %s of %s: %v (exists %v)", name, sel, err, a.Exists)
-		}
-		return a.Value
-	}
 	from, _ := time.Parse(time.RFC3339, attr(`[data-testid=range]`, "data-from"))
 	to, _ := time.Parse(time.RFC3339, attr(`[data-testid=range]`, "data-to"))
 	want, err := st.GPUIdleBreakdown(context.Background(), from, to)
@@ -171,8 +92,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	if got := number(`[data-testid=idle-share]`); math.Abs(got-100*want.IdleShare()) > 0.051 {
 		t.Errorf("idle share on the page %v%%, database %v%%", got, 100*want.IdleShare())
 	}
-	if rows, err := chromedp.Run(browser, chromedp.Evaluate[int](`document.querySelectorAll('#heatmap .hrow[data-node]').length`)); err != nil || rows != len(hist.Nodes) {
-		t.Errorf("heatmap has %d node rows, want %d (%v)", rows, len(hist.Nodes), err)
+	if rows := d.count(`#heatmap .hrow[data-node]`); rows != len(hist.Nodes) {
+		t.Errorf("heatmap has %d node rows, want %d", rows, len(hist.Nodes))
 	}
 	// The top idle holder, computed here from the per-minute rollup.
 	var topJob string

@@ -91,7 +91,8 @@ export function stackedArea(canvas, points, keys, { colors, titles, step, yTitle
         borderColor: colors[k] || '#555',
         backgroundColor: (colors[k] || '#555') + 'cc',
         fill: true,
-        pointRadius: 0,
+        // A lone bucket has no area to fill: show it as points.
+        pointRadius: points.length === 1 ? 4 : 0,
         borderWidth: 1,
         tension: 0,
       })),

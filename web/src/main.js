@@ -38,7 +38,15 @@ function clear() {
   main.innerHTML = ''
 }
 
+// Pages render one at a time: one still waiting for the API when the user
+// moves on finishes first, then the next clears it. Interleaved, both would
+// write into the same elements and canvases.
+let rendering = Promise.resolve()
 function route() {
+  rendering = rendering.then(renderRoute)
+}
+
+function renderRoute() {
   const hash = location.hash || '#/idle'
   const [path, qs] = hash.slice(1).split('?')
   const page = path.split('/')[1] || 'idle'
@@ -48,7 +56,7 @@ function route() {
   const render = { idle: idlePage, why: whyPage, profiles: profilesPage }[page] || idlePage
   main.dataset.page = page
   main.dataset.ready = 'false'
-  render(params).then(
+  return render(params).then(
     () => { main.dataset.ready = 'true' },
     (err) => {
       main.insertAdjacentHTML('beforeend', `<p class="error" data-testid="error">${esc(err.message)}</p>`)
