@@ -22,7 +22,21 @@ func publishConfigMap(ctx context.Context, kube kubernetes.Interface, f *tuneFla
 	return publish.ConfigMap(ctx, kube, f.namespace, f.configMap, d)
 }
 
+// loopClock is the loop's time: the real clock in the command, a driven one
+// in tests. after is the wait between passes.
+type loopClock struct {
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
+}
+
 func runLoop(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return loop(ctx, args, getenv, stdout, stderr, loopClock{now: time.Now, after: time.After}, publish.Election{})
+}
+
+// loop is "tuner loop" with its clock and the Lease timings (zero: the
+// defaults) given.
+func loop(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, clock loopClock,
+	election publish.Election) error {
 	fs := flag.NewFlagSet("tuner loop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f := registerTuneFlags(fs, getenv)
@@ -60,10 +74,11 @@ func runLoop(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	f.quiet = true // a service logs lines, not progress bars
-	return publish.LeaderElected(ctx, kube, publish.Election{Namespace: *leaseNS, Lease: *lease, Identity: *identity},
+	election.Namespace, election.Lease, election.Identity = *leaseNS, *lease, *identity
+	return publish.LeaderElected(ctx, kube, election,
 		func(ctx context.Context) {
 			for {
-				now := time.Now()
+				now := clock.now()
 				if err := checkApplied(ctx, s, kube, f, o, g, now, *measureAfter, stdout); err != nil {
 					fmt.Fprintln(stderr, "tuner loop: check applied profile:", err)
 				}
@@ -73,7 +88,7 @@ func runLoop(ctx context.Context, args []string, getenv func(string) string, std
 				select {
 				case <-ctx.Done():
 					return
-				case <-time.After(*interval):
+				case <-clock.after(*interval):
 				}
 			}
 		})
