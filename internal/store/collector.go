@@ -76,6 +76,9 @@ func (s *Store) DeriveJobs(ctx context.Context, jobUIDs []string) error {
 		           count(*) FILTER (WHERE phase = 'Failed') AS failed,
 		           count(*) FILTER (WHERE phase = 'Deleted') AS deleted,
 		           max(finished_at) AS last_end,
+		           max(priority) AS priority,
+		           max(gpus) AS gpus,
+		           max(gpu_milli) AS gpu_milli,
 		           max(cpu_milli) AS cpu_milli,
 		           max(memory_mib) AS memory_mib,
 		           -- Label values hold no '|', so a list survives the round trip.
@@ -94,6 +97,12 @@ func (s *Store) DeriveJobs(ctx context.Context, jobUIDs []string) error {
 		            CASE WHEN m.failed > 0 THEN 'Failed' WHEN m.deleted > 0 THEN 'Deleted' ELSE 'Succeeded' END
 		        WHEN cardinality(m.started) >= j.min_member THEN 'Running'
 		        ELSE 'Pending' END,
+		    -- A PodGroup says nothing of priority or GPUs; its members do (pod
+		    -- priority and requests are immutable), so they win over whatever a
+		    -- group-only write stored.
+		    priority = m.priority,
+		    gpus_per_member = CASE WHEN m.gpus > 0 THEN m.gpus ELSE j.gpus_per_member END,
+		    gpu_milli_per_member = CASE WHEN m.gpu_milli > 0 THEN m.gpu_milli ELSE j.gpu_milli_per_member END,
 		    cpu_milli_per_member = CASE WHEN m.cpu_milli > 0 THEN m.cpu_milli ELSE j.cpu_milli_per_member END,
 		    memory_mib_per_member = CASE WHEN m.memory_mib > 0 THEN m.memory_mib ELSE j.memory_mib_per_member END,
 		    gpu_models = coalesce(string_to_array(m.gpu_models, '|'), j.gpu_models)

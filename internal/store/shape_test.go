@@ -112,3 +112,32 @@ func TestPodShapeAndDerivedJobShape(t *testing.T) {
 			o.MemoryMiBPerMember, o.GPUModels)
 	}
 }
+
+// A PodGroup seen without its pods is written with priority 0 and no GPUs;
+// DeriveJobs must take both from the members, or every gang's priority is lost.
+func TestDerivedJobTakesPriorityAndGPUsFromMembers(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	t0 := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	pods := []schedloop.Pod{
+		{UID: "p1", Namespace: "ml", Name: "hi-0", JobUID: "g1", Priority: 1000, GPUs: 8, Created: t0},
+		{UID: "p2", Namespace: "ml", Name: "hi-1", JobUID: "g1", Priority: 1000, GPUs: 8, Created: t0},
+	}
+	if err := s.UpsertPods(ctx, pods); err != nil {
+		t.Fatal(err)
+	}
+	group := schedloop.Job{UID: "g1", Namespace: "ml", Name: "hi", Kind: schedloop.JobKindGang, MinMember: 2, Created: t0}
+	if err := s.UpsertJobs(ctx, []schedloop.Job{group}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeriveJobs(ctx, []string{"g1"}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := s.GetJob(ctx, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Priority != 1000 || j.GPUsPerMember != 8 {
+		t.Errorf("derived gang: priority %d, GPUs per member %d; want 1000 and 8", j.Priority, j.GPUsPerMember)
+	}
+}
