@@ -390,9 +390,11 @@ func fmtT(t *time.Time) string {
 	return t.Format(time.TimeOnly)
 }
 
+// waitUntil polls cond for up to 30 wall seconds: far more than anything
+// here takes once the trace has played.
 func waitUntil(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, showMaxWall, true, cond); err != nil {
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
