@@ -12,7 +12,8 @@
 // profiles next to schedloop's enables this plugin in each of them (it
 // reads only the pods; it keeps no other state of a profile).
 //
-// It holds no placement rule.
+// The comparison itself is scoring.CompareQueueKeys, the order the tuner's
+// simulator replays pods in; this package only supplies each entity's key.
 package queuesort
 
 import (
@@ -26,6 +27,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
+	"github.com/schedloop/schedloop/internal/scoring"
 )
 
 // Name is the plugin's name in KubeSchedulerConfiguration.
@@ -102,19 +104,18 @@ type podEntity interface{ GetPodInfo() fwk.PodInfo }
 // arriving with its gang; then the gang's key, so two gangs that arrived
 // together do not interleave; then the member's own arrival.
 func (o *Order) Less(a, b fwk.QueuedEntityInfo) bool {
-	pa, pb := a.GetPriority(), b.GetPriority()
-	if pa != pb {
-		return pa > pb
+	return scoring.CompareQueueKeys(o.key(a), o.key(b)) < 0
+}
+
+// key is the entity's place in the order the simulator replays with
+// (scoring.CompareQueueKeys), so live and simulated queues agree.
+func (o *Order) key(e fwk.QueuedEntityInfo) scoring.QueueKey {
+	gang, arrived := o.arrival(e)
+	k := scoring.QueueKey{Priority: e.GetPriority(), Created: arrived.UnixNano(), Gang: gang}
+	if pe, ok := e.(podEntity); ok && pe.GetPodInfo() != nil {
+		k.Name = pe.GetPodInfo().GetPod().Name
 	}
-	ka, ta := o.arrival(a)
-	kb, tb := o.arrival(b)
-	if !ta.Equal(tb) {
-		return ta.Before(tb)
-	}
-	if ka != kb {
-		return ka < kb
-	}
-	return a.GetTimestamp().Before(b.GetTimestamp())
+	return k
 }
 
 // arrival is the entity's gang key ("" for none) and when it counts as
