@@ -11,12 +11,13 @@ import (
 
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/podspec"
 )
 
 // Labels and annotations read from pods and nodes.
 const (
 	labelQueue       = "kueue.x-k8s.io/queue-name"
-	labelGPUProduct  = "nvidia.com/gpu.product"
+	labelGPUProduct  = podspec.LabelGPUProduct
 	annotationGPUMil = "schedloop.io/gpu-milli"
 )
 
@@ -98,29 +99,6 @@ func gpuRequest(pod *corev1.Pod) int {
 	return total
 }
 
-// gpuModels is the GPU models a pod may run on: a node selector on the GPU
-// product label, or a single required node-affinity term with an In on it
-// (nil: any model).
-func gpuModels(pod *corev1.Pod) []string {
-	if m, ok := pod.Spec.NodeSelector[labelGPUProduct]; ok {
-		return []string{m}
-	}
-	a := pod.Spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return nil
-	}
-	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	if len(terms) != 1 {
-		return nil
-	}
-	for _, e := range terms[0].MatchExpressions {
-		if e.Key == labelGPUProduct && e.Operator == corev1.NodeSelectorOpIn {
-			return e.Values
-		}
-	}
-	return nil
-}
-
 // toPod converts a pod as last seen.
 func (c clock) toPod(pod *corev1.Pod, seen *podSeen, jobUID string) schedloop.Pod {
 	p := schedloop.Pod{
@@ -137,7 +115,7 @@ func (c clock) toPod(pod *corev1.Pod, seen *podSeen, jobUID string) schedloop.Po
 	// overhead), as kube-scheduler computes them.
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	p.CPUMilli, p.MemoryMiB = reqs.Cpu().MilliValue(), reqs.Memory().Value()>>20
-	p.GPUModels = gpuModels(pod)
+	p.GPUModels = podspec.GPUModels(pod)
 	if v, err := strconv.Atoi(pod.Annotations[annotationGPUMil]); err == nil && v > 0 && v <= 1000 {
 		p.GPUMilli = v
 	}

@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
@@ -19,7 +20,7 @@ const (
 	// ResourceGPU is the whole-GPU extended resource.
 	ResourceGPU v1.ResourceName = "nvidia.com/gpu"
 	// LabelGPUProduct is the GPU model label GPU feature discovery sets.
-	LabelGPUProduct = "nvidia.com/gpu.product"
+	LabelGPUProduct = podspec.LabelGPUProduct
 	// AnnotationGPUMilli on a pod asking for one GPU says it needs only
 	// this share of the device (1..999 milli-GPU).
 	AnnotationGPUMilli = "schedloop.io/gpu-milli"
@@ -37,7 +38,7 @@ func Request(pod *v1.Pod) scoring.Request {
 	if r.GPUs == 1 {
 		r.GPUMilli = gpuMilli(pod)
 	}
-	r.GPUModels = gpuModels(pod)
+	r.GPUModels = podspec.GPUModels(pod)
 	return r
 }
 
@@ -51,29 +52,6 @@ func gpuMilli(pod *v1.Pod) int {
 		return 0
 	}
 	return v
-}
-
-// gpuModels reads a GPU model restriction written the simple ways: a
-// nodeSelector on the product label, or one required affinity term with an
-// In expression on it. Anything richer is left to the NodeAffinity filter.
-func gpuModels(pod *v1.Pod) []string {
-	if m, ok := pod.Spec.NodeSelector[LabelGPUProduct]; ok {
-		return []string{m}
-	}
-	a := pod.Spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return nil
-	}
-	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	if len(terms) != 1 {
-		return nil
-	}
-	for _, e := range terms[0].MatchExpressions {
-		if e.Key == LabelGPUProduct && e.Operator == v1.NodeSelectorOpIn {
-			return e.Values
-		}
-	}
-	return nil
 }
 
 // Node builds the scoring view of a node: free CPU and memory from the

@@ -1,0 +1,37 @@
+package podspec
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestGPUModels(t *testing.T) {
+	affinity := func(terms ...corev1.NodeSelectorTerm) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+	}
+	in := func(key string, values ...string) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: key, Operator: corev1.NodeSelectorOpIn, Values: values}}}
+	}
+	tests := []struct {
+		name string
+		spec corev1.PodSpec
+		want []string
+	}{
+		{"none", corev1.PodSpec{}, nil},
+		{"node selector", corev1.PodSpec{NodeSelector: map[string]string{LabelGPUProduct: "A100"}}, []string{"A100"}},
+		{"affinity In", corev1.PodSpec{Affinity: affinity(in(LabelGPUProduct, "A100", "H100"))}, []string{"A100", "H100"}},
+		{"affinity on another key", corev1.PodSpec{Affinity: affinity(in("zone", "a"))}, nil},
+		{"two terms (OR) are left to the filter", corev1.PodSpec{Affinity: affinity(in(LabelGPUProduct, "A100"), in(LabelGPUProduct, "T4"))}, nil},
+		{"NotIn is left to the filter", corev1.PodSpec{Affinity: affinity(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: LabelGPUProduct, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"T4"}}}})}, nil},
+	}
+	for _, tc := range tests {
+		if got := GPUModels(&corev1.Pod{Spec: tc.spec}); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: GPUModels = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
