@@ -41,7 +41,7 @@ func loop(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.SetOutput(stderr)
 	f := registerTuneFlags(fs, getenv)
 	interval := fs.Duration("interval", 6*time.Hour, "time between tuning passes")
-	measureAfter := fs.Duration("measure-after", 24*time.Hour, "how long an applied profile runs before its outcome is measured (and it may be rolled back)")
+	measureAfter := fs.Duration("measure-after", 24*time.Hour, "how long an applied profile runs before its outcome is measured (and it may be rolled back); no new profile is tuned before then")
 	lease := fs.String("lease", "schedloop-tuner", "name of the Lease that elects the one active tuner")
 	leaseNS := fs.String("lease-namespace", "", "namespace of the Lease (default: -namespace)")
 	host, _ := os.Hostname()
@@ -79,11 +79,14 @@ func loop(ctx context.Context, args []string, getenv func(string) string, stdout
 		func(ctx context.Context) {
 			for {
 				now := clock.now()
-				if err := checkApplied(ctx, s, kube, f, o, g, now, *measureAfter, stdout); err != nil {
+				settled, err := checkApplied(ctx, s, kube, f, o, g, now, *measureAfter, stdout)
+				if err != nil && ctx.Err() == nil {
 					fmt.Fprintln(stderr, "tuner loop: check applied profile:", err)
 				}
-				if _, err := tuneOnce(ctx, f, o, g, s, kube, now, stdout, stderr); err != nil && ctx.Err() == nil {
-					fmt.Fprintln(stderr, "tuner loop: tune:", err)
+				if settled {
+					if _, err := tuneOnce(ctx, f, o, g, s, kube, now, stdout, stderr); err != nil && ctx.Err() == nil {
+						fmt.Fprintln(stderr, "tuner loop: tune:", err)
+					}
 				}
 				select {
 				case <-ctx.Done():
@@ -113,24 +116,34 @@ func measure(ctx context.Context, s *store.Store, from, to time.Time, highPriori
 
 // checkApplied measures the applied profile against as long a time before
 // it, records the measurement beside the prediction, and rolls back to the
-// parent profile when the guardrails say it regressed.
+// parent profile when the guardrails say it regressed. It reports whether the
+// pass may tune: not while the applied profile has run for less than
+// measureAfter, nor in the pass that rolled one back, since a new profile
+// published then would replace the one being judged before its outcome is
+// measured.
 func checkApplied(ctx context.Context, s *store.Store, kube kubernetes.Interface, f *tuneFlags, o tuner.Objective,
-	g tuner.Guardrails, now time.Time, measureAfter time.Duration, stdout io.Writer) error {
+	g tuner.Guardrails, now time.Time, measureAfter time.Duration, stdout io.Writer) (settled bool, err error) {
 	p, err := s.AppliedProfile(ctx)
-	if errors.Is(err, store.ErrNotFound) || err == nil && (p.Applied.IsZero() || now.Sub(p.Applied) < measureAfter) {
-		return nil
-	}
-	if err != nil {
-		return err
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, err
+	case p.Applied.IsZero():
+		return true, nil
+	case now.Sub(p.Applied) < measureAfter:
+		fmt.Fprintf(stdout, "profile %s: applied %s ago, measured after %s; not tuning until then\n",
+			p.Name, now.Sub(p.Applied).Round(time.Second), measureAfter)
+		return false, nil
 	}
 	window := now.Sub(p.Applied)
 	after, err := measure(ctx, s, p.Applied, now, int32(f.highPriority))
 	if err != nil {
-		return err
+		return false, err
 	}
 	before, err := measure(ctx, s, p.Applied.Add(-window), p.Applied, int32(f.highPriority))
 	if err != nil {
-		return err
+		return false, err
 	}
 	v := g.Check(o, after, before)
 	rec := map[string]float64{"regression": v.Regression, "window_s": window.Seconds()}
@@ -141,27 +154,27 @@ func checkApplied(ctx context.Context, s *store.Store, kube kubernetes.Interface
 		rec["before_"+string(m)] = x
 	}
 	if err := s.RecordMeasured(ctx, p.ID, rec); err != nil {
-		return err
+		return false, err
 	}
 	fmt.Fprintf(stdout, "profile %s: %s\n", p.Name, v.Reason)
 	if !v.Rollback || p.ParentID == 0 {
-		return nil
+		return true, nil
 	}
 	parent, err := s.GetProfile(ctx, p.ParentID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := s.ApplyProfile(ctx, parent.ID, now); err != nil {
-		return err
+		return false, err
 	}
 	if err := s.SetProfileStatus(ctx, p.ID, schedloop.ProfileRolledBack, v.Reason); err != nil {
-		return err
+		return false, err
 	}
 	if kube != nil {
 		if err := publishConfigMap(ctx, kube, f, profile.FromDomain(parent)); err != nil {
-			return err
+			return false, err
 		}
 	}
 	fmt.Fprintf(stdout, "rolled back %s to %s\n", p.Name, parent.Name)
-	return nil
+	return false, nil
 }

@@ -144,8 +144,12 @@ func TestCheckAppliedRollsBack(t *testing.T) {
 	f := &tuneFlags{highPriority: 1}
 	var out strings.Builder
 	now := applied.Add(30 * time.Hour)
-	if err := checkApplied(ctx, s, nil, f, tuner.DefaultObjective(), tuner.DefaultGuardrails(), now, 24*time.Hour, &out); err != nil {
+	settled, err := checkApplied(ctx, s, nil, f, tuner.DefaultObjective(), tuner.DefaultGuardrails(), now, 24*time.Hour, &out)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if settled {
+		t.Error("the pass that rolled back may tune")
 	}
 	got, err := s.GetProfile(ctx, childID)
 	if err != nil {
