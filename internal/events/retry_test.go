@@ -2,47 +2,28 @@ package events
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/harness"
+	"github.com/schedloop/schedloop/internal/store/storetest"
 )
-
-// flakyStore fails its first InsertAttempts and records the rest.
-type flakyStore struct {
-	failures int
-	attempts []schedloop.SchedulingAttempt
-}
-
-func (s *flakyStore) UpsertNodes(context.Context, []schedloop.Node) error { return nil }
-func (s *flakyStore) UpsertJobs(context.Context, []schedloop.Job) error   { return nil }
-func (s *flakyStore) UpsertPods(context.Context, []schedloop.Pod) error   { return nil }
-func (s *flakyStore) DeriveJobs(context.Context, []string) error          { return nil }
-func (s *flakyStore) UpsertEvents(context.Context, []schedloop.Event) error {
-	return nil
-}
-func (s *flakyStore) InsertAttempts(_ context.Context, a []schedloop.SchedulingAttempt) (int64, error) {
-	if s.failures > 0 {
-		s.failures--
-		return 0, errors.New("connection reset")
-	}
-	s.attempts = append(s.attempts, a...)
-	return int64(len(a)), nil
-}
 
 // TestRetriedWriteCountsAnUnparsedMessageOnce: a FailedScheduling message
 // the parser does not know is counted once, though its write is retried, and
-// its attempt is stored once the store is back.
+// its attempt is stored once the database takes writes again. The failure is
+// a real one: the attempts table is renamed away for two flushes.
 func TestRetriedWriteCountsAnUnparsedMessageOnce(t *testing.T) {
-	st := &flakyStore{failures: 2}
+	ctx := context.Background()
+	c := harness.NewForTest(t, harness.Options{})
+	st := storetest.New(t)
 	parser := NewParser()
-	w, err := NewWatcher(WatchOptions{Client: fake.NewClientset(), Store: st, Parser: parser})
+	w, err := NewWatcher(WatchOptions{Client: c.Client, Dynamic: c.Dynamic, Store: st, Parser: parser})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,22 +35,36 @@ func TestRetriedWriteCountsAnUnparsedMessageOnce(t *testing.T) {
 		Message: "the moon is in the wrong phase", FirstTimestamp: at, LastTimestamp: at,
 	}
 	w.handle("Event", ev, false)
-	ctx := context.Background()
-	for range 2 {
-		if err := w.Flush(ctx); err == nil {
-			t.Fatal("Flush succeeded against a failing store")
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := st.Pool().Exec(ctx, sql); err != nil {
+			t.Fatal(err)
 		}
 	}
+	exec(`ALTER TABLE scheduling_attempts RENAME TO scheduling_attempts_away`)
+	for range 2 {
+		if err := w.Flush(ctx); err == nil {
+			t.Fatal("Flush succeeded while the attempts table was gone")
+		}
+	}
+	exec(`ALTER TABLE scheduling_attempts_away RENAME TO scheduling_attempts`)
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := testutil.ToFloat64(parser.unparsed); got != 1 {
 		t.Errorf("unparsed messages counted %v times over three writes; want 1", got)
 	}
-	if len(st.attempts) != 1 || st.attempts[0].Key != "ev-1/1" || st.attempts[0].Category != schedloop.WaitOther {
-		t.Errorf("stored attempts %+v; want one, ev-1/1, category other", st.attempts)
+	attempts, err := st.PodAttempts(ctx, "pod-1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := w.Flush(ctx); err != nil || len(st.attempts) != 1 {
-		t.Errorf("a flush with nothing new stored %d attempts (err %v); want still 1", len(st.attempts), err)
+	if len(attempts) != 1 || attempts[0].Key != "ev-1/1" || attempts[0].Category != schedloop.WaitOther {
+		t.Errorf("stored attempts %+v; want one, ev-1/1, category other", attempts)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := st.PodAttempts(ctx, "pod-1"); err != nil || len(again) != 1 {
+		t.Errorf("a flush with nothing new left %d attempts (err %v); want still 1", len(again), err)
 	}
 }
