@@ -15,7 +15,7 @@ func main() { cli.Main("collector", run) }
 const usage = `collector records what a GPU cluster did and why pods waited.
 
 Usage:
-  collector serve   [flags]          run the collector service (health, readiness, /metrics)
+  collector serve   [flags]          run the collector: telemetry, cluster events, rollups, dashboard, API, /metrics
   collector migrate [flags] up|down|status [version]
                                      manage the Postgres schema
   collector why     [flags] <namespace/pod | job | uid>
