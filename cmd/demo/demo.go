@@ -20,6 +20,7 @@ import (
 	"github.com/schedloop/schedloop/internal/schedplugins"
 	"github.com/schedloop/schedloop/internal/store"
 	"github.com/schedloop/schedloop/internal/trace"
+	"github.com/schedloop/schedloop/internal/tuner/publish"
 )
 
 const (
@@ -70,6 +71,10 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 		return Summary{}, err
 	}
 	inv, err := inventory(c)
+	if err != nil {
+		return Summary{}, err
+	}
+	start, err := beforeProfile(c)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -125,6 +130,26 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 		return Summary{}, err
 	}
 	say("scheduler %q running the shipped configuration; active profile %q", SchedulerName, plugins.Profile.Load().Doc.Name)
+	reloaded := func(want string) error {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return plugins.Profile.Load().Doc.Name == want, nil
+		})
+		if err != nil {
+			return fmt.Errorf("scheduler did not reload profile %s from ConfigMap %s/%s: %w", want, profileNamespace, profile.DefaultConfigMapName, err)
+		}
+		a := plugins.Profile.Load()
+		say("scheduler reloaded profile %q from ConfigMap %s/%s (generation %d, weights %v)",
+			a.Doc.Name, profileNamespace, profile.DefaultConfigMapName, a.Generation, a.Doc.Weights)
+		return nil
+	}
+	// The first replay runs under the stock-like profile, published the way
+	// the tuner publishes, so the scheduler reaches it by the same reload.
+	if err := publish.ConfigMap(ctx, cluster.Client, profileNamespace, profile.DefaultConfigMapName, start); err != nil {
+		return Summary{}, err
+	}
+	if err := reloaded(start.Name); err != nil {
+		return Summary{}, err
+	}
 
 	col, err := startCollection(ctx, s, cluster.Client, cluster.Dynamic, exporters, c.scrapeEvery, log)
 	if err != nil {
@@ -157,22 +182,15 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 	if err := d.replay(ctx, &sum.Before, jobs); err != nil {
 		return sum, err
 	}
-	tuned, err := tuneOnce(ctx, c, s, cluster.Client, before, sum.Before.Began, say)
+	tuned, err := tuneOnce(ctx, c, s, cluster.Client, before, sum.Before.Began, start, say)
 	if err != nil {
 		return sum, err
 	}
 	sum.Published, sum.Accepted, sum.Reason = tuned.published, tuned.report.Decision.Publish, tuned.report.Decision.Reason
 	if tuned.published {
-		want := tuned.report.Proposed.Name
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			return plugins.Profile.Load().Doc.Name == want, nil
-		})
-		if err != nil {
-			return sum, fmt.Errorf("scheduler did not reload profile %s from ConfigMap %s/%s: %w", want, profileNamespace, profile.DefaultConfigMapName, err)
+		if err := reloaded(tuned.report.Proposed.Name); err != nil {
+			return sum, err
 		}
-		a := plugins.Profile.Load()
-		say("scheduler reloaded profile %q from ConfigMap %s/%s (generation %d, weights %v)",
-			a.Doc.Name, profileNamespace, profile.DefaultConfigMapName, a.Generation, a.Doc.Weights)
 	}
 	// Phase 2 starts after phase 1's last job ended, so no GPU sample
 	// belongs to both.

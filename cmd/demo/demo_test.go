@@ -28,7 +28,7 @@ func TestShortDemoSummaryComesFromTheDatabase(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
-	err := run(ctx, []string{"-short", "-database-url", url, "-listen", "127.0.0.1:0", "-summary-out", out,
+	err := run(ctx, []string{"-short", "-publish=guarded", "-database-url", url, "-listen", "127.0.0.1:0", "-summary-out", out,
 		"-trace", filepath.Join("..", "..", DefaultTrace)}, func(string) string { return "" }, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
@@ -50,8 +50,12 @@ func TestShortDemoSummaryComesFromTheDatabase(t *testing.T) {
 	if sum.Before.HighPriorityJobs != shortPreset.jobs/5 {
 		t.Errorf("before: %d high-priority jobs, want every 5th of %d", sum.Before.HighPriorityJobs, shortPreset.jobs)
 	}
-	if !sum.Published || sum.After.Profile == sum.Before.Profile {
-		t.Errorf("after ran under %q, before under %q; want the tuned profile after", sum.After.Profile, sum.Before.Profile)
+	if !sum.Published || !sum.Accepted || sum.After.Profile == sum.Before.Profile {
+		t.Errorf("after ran under %q, before under %q (published %v, guardrails accepted %v: %s); want the tuned profile after, published by the guardrails",
+			sum.After.Profile, sum.Before.Profile, sum.Published, sum.Accepted, sum.Reason)
+	}
+	if sum.Before.Profile != "stock-leastallocated" {
+		t.Errorf("before ran under %q, want the stock profile", sum.Before.Profile)
 	}
 	pool, err := pgxpool.New(t.Context(), url)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 // DefaultTrace is the committed Philly slice (CC BY 4.0, see its
 // ATTRIBUTION.md), relative to the repository root.
-const DefaultTrace = "internal/trace/testdata/philly/pollux_philly_head300.csv"
+const DefaultTrace = "cmd/demo/testdata/philly/pollux_philly_window4000.csv"
 
 // FullTrace is where the whole Philly job list lives next to a checkout that
 // has the shared trace folder.
@@ -43,6 +43,7 @@ type config struct {
 	margin            float64
 	replays, rounds   int
 	phaseTimeout      time.Duration
+	beforeProfile     string
 	summaryOut        string
 	publish           string
 	verbose           bool
@@ -55,7 +56,7 @@ type preset struct {
 }
 
 var (
-	fullPreset  = preset{speed: 150, jobs: 150, nodes: 8}
+	fullPreset  = preset{speed: 400, jobs: 150, nodes: 8}
 	shortPreset = preset{speed: 360, jobs: 60, nodes: 4}
 )
 
@@ -65,8 +66,10 @@ It starts an in-process Kubernetes cluster (kube-apiserver on an embedded etcd)
 with simulated GPU nodes and dcgm-exporters, the schedloop scheduler (the
 shipped configuration with leader election off), the collector pipeline and
 the dashboard, then:
-  1. replays a slice of a public trace under the default profile;
-  2. runs the tuner on the history the collector stored and publishes its profile;
+  1. replays a slice of a public trace under a stock-like profile (spread over
+     the emptiest nodes, as kube-scheduler's LeastAllocated scoring does);
+  2. runs the tuner, starting from that profile, on the history the collector
+     stored and publishes its proposal;
   3. waits for the scheduler to reload that profile;
   4. replays the same slice again under it;
   5. prints GPU idle share, mean JCT and high-priority p95 wait of both replays,
@@ -105,6 +108,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.replays, "replays", 3, "tuner replays per evaluation")
 	fs.IntVar(&c.rounds, "rounds", 1, "tuner coordinate-descent rounds")
 	fs.DurationVar(&c.phaseTimeout, "phase-timeout", 15*time.Minute, "give up when one replay takes longer than this")
+	fs.StringVar(&c.beforeProfile, "before-profile", "", "profile document the first replay runs under and the tuner starts from (empty: the built-in stock-leastallocated, what an untuned kube-scheduler's LeastAllocated scoring does)")
 	fs.StringVar(&c.publish, "publish", publishAlways, "when the tuner's proposal reaches the scheduler: \""+publishGuarded+"\" only if the guardrails (-margin, 95% lower bound) accept it, as `tuner run` does; \""+publishAlways+"\" even when they do not, so the reload is always shown (the stored profile says so)")
 	fs.StringVar(&c.summaryOut, "summary-out", "", "also write the summary as JSON to this file")
 	fs.BoolVar(&c.verbose, "v", false, "log apiserver, etcd, scheduler and collector output to stderr")

@@ -170,7 +170,7 @@ func (s Summary) print(w io.Writer) {
 	tw.Flush()
 	switch {
 	case !s.Published:
-		fmt.Fprintf(w, "the tuner kept the default profile (%s): both replays ran under it\n", s.Reason)
+		fmt.Fprintf(w, "the tuner kept profile %s (%s): both replays ran under it\n", b.Profile, s.Reason)
 	case !s.Accepted:
 		fmt.Fprintf(w, "the tuned profile was published by -publish=always; the tuner's own verdict: %s\n", s.Reason)
 	default:

@@ -25,20 +25,20 @@ type tuneResult struct {
 
 // tuneOnce runs the tuner once, as `tuner run` does, on the jobs the
 // collector stored since from (the first replay) and the nodes it saw since
-// then, against the built-in default profile the scheduler started with. A
+// then, starting from the profile the first replay ran under. A
 // proposal the guardrails accept is stored, marked applied and published to
 // the scheduler's profile ConfigMap.
 func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Interface, namespace string, from time.Time,
-	say func(string, ...any)) (tuneResult, error) {
+	current profile.Document, say func(string, ...any)) (tuneResult, error) {
 	now := time.Now()
 	nodes, err := s.ListNodes(ctx)
 	if err != nil {
 		return tuneResult{}, err
 	}
-	current := nodes[:0]
+	seen := nodes[:0]
 	for _, n := range nodes {
 		if !n.LastSeen.Before(from) {
-			current = append(current, n)
+			seen = append(seen, n)
 		}
 	}
 	hist, err := s.JobHistory(ctx, from, now)
@@ -51,13 +51,13 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 			phase = append(phase, j)
 		}
 	}
-	w := tuner.Workload{Cluster: tuner.ClusterFromNodes(current, trace.DefaultLevels),
+	w := tuner.Workload{Cluster: tuner.ClusterFromNodes(seen, trace.DefaultLevels),
 		Jobs: tuner.JobsFromHistory(phase, from, now, trace.DefaultUtil)}
-	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles", len(w.Jobs), len(current))
+	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles", len(w.Jobs), len(seen))
 	g := tuner.DefaultGuardrails()
 	g.Margin = c.margin
 	name := "demo-tuned-" + now.UTC().Format("20060102-150405")
-	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: profile.Default(), Name: name,
+	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: current, Name: name,
 		Objective: tuner.DefaultObjective(), Guard: g,
 		// The history is in wall time, compressed by the replay speed, so
 		// the arrival jitter is too.
