@@ -484,10 +484,13 @@ func (n *Nodes) admit(ctx context.Context, key string, pod *corev1.Pod) error {
 
 func (n *Nodes) finish(ctx context.Context, key string, pod *corev1.Pod, r *podRun) error {
 	st := terminatedStatus(pod, r, time.Now())
+	// Free the devices before the API says the pod ended: the scheduler
+	// counts a terminal pod's GPUs as free at once, and a pod it binds in that
+	// instant must find them free here too, or it fails admission.
+	n.release(key)
 	if err := n.patchStatus(ctx, pod, st); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	n.release(key)
 	n.finished.Add(1)
 	return nil
 }
