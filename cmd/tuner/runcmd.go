@@ -39,6 +39,7 @@ type tuneFlags struct {
 	maxGangFactor, rollbackThreshold float64
 	preemption                       bool
 	highPriority                     int
+	percentageOfNodesToScore         int
 	record, dryRun, quiet            bool
 	kubeconfig, namespace, configMap string
 	schedConfigOut, schedulerName    string
@@ -71,6 +72,7 @@ func registerTuneFlags(fs *flag.FlagSet, getenv func(string) string) *tuneFlags 
 	fs.Float64Var(&f.rollbackThreshold, "rollback-threshold", g.RollbackThreshold, "measured relative regression that rolls an applied profile back")
 	fs.BoolVar(&f.preemption, "preemption", true, "replay with priority preemption, as the scheduler's DefaultPreemption does")
 	fs.IntVar(&f.highPriority, "high-priority", 1, "jobs at or above this priority count as critical for the high-priority wait")
+	fs.IntVar(&f.percentageOfNodesToScore, "percentage-of-nodes-to-score", 0, "the scheduler profile's percentageOfNodesToScore, so replays score lone pods on the sample the scheduler scores (0: kube-scheduler's adaptive default, as deploy/scheduler-config.yaml ships; 100: every node)")
 	fs.BoolVar(&f.record, "record", true, "store the proposal and its evidence in the database")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decide but publish nothing (no ConfigMap, no applied profile)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
@@ -91,6 +93,8 @@ func (f *tuneFlags) validate() (tuner.Objective, tuner.Guardrails, error) {
 	g := tuner.Guardrails{Margin: f.margin, RollbackThreshold: f.rollbackThreshold, Bounds: tuner.Bounds{
 		MaxWeightDelta: f.maxWeightDelta, MaxQueueChange: f.maxQueueChange, MaxGangTimeoutFactor: f.maxGangFactor}}
 	switch {
+	case f.percentageOfNodesToScore < 0 || f.percentageOfNodesToScore > 100:
+		return nil, g, fmt.Errorf("flag -percentage-of-nodes-to-score: %d is outside 0..100", f.percentageOfNodesToScore)
 	case f.replays < 1:
 		return nil, g, fmt.Errorf("flag -replays: %d must be at least 1", f.replays)
 	case f.rounds < 1:
@@ -259,7 +263,7 @@ func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guar
 	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: cur, Name: name, Objective: o, Guard: g,
 		Replays:         tuner.Replays{Count: f.replays, Jitter: f.jitter, Seed: uint64(now.Unix())},
 		HoldoutFraction: f.holdout, Rounds: f.rounds, MinGain: f.minGain,
-		Base: sim.Config{Preemption: f.preemption, HighPriority: int32(f.highPriority)},
+		Base: sim.Config{Preemption: f.preemption, HighPriority: int32(f.highPriority), PercentageOfNodesToScore: f.percentageOfNodesToScore},
 		Progress: func(done, total int, best float64) {
 			bar.update(done, total, fmt.Sprintf("candidates, last gain %+.2f%%", 100*best))
 		},

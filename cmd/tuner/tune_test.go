@@ -90,6 +90,7 @@ func TestImportRunExplain(t *testing.T) {
 		want string
 	}{
 		{[]string{"run", "-replays", "0"}, "flag -replays: 0 must be at least 1"},
+		{[]string{"run", "-percentage-of-nodes-to-score", "101"}, "flag -percentage-of-nodes-to-score: 101 is outside 0..100"},
 		{[]string{"run", "-holdout", "1"}, "flag -holdout: 1 is outside (0, 1)"},
 		{[]string{"run", "-objective", "speed=1"}, "flag -objective:"},
 		{[]string{"run", "-margin", "-1"}, "flag"},

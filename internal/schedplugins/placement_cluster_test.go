@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/schedloop/schedloop/internal/trace"
@@ -176,4 +178,31 @@ func metricHas(t *testing.T, prefix string, parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// A gang is confined to its planned domain by preference, not requirement.
+// When the domain's nodes refuse it for a reason the plan cannot see (here a
+// taint), the gang is unconfined and lands elsewhere instead of retrying the
+// same domain forever.
+func TestGangLeavesADomainThatRefusesIt(t *testing.T) {
+	e := newEnv(t, rackNodes(), "")
+	ctx := t.Context()
+	for _, name := range []string{"h06", "h07", "h08", "h09"} { // r2a, the only domain that holds the gang
+		n, err := e.c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule})
+		if _, err := e.c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.gang("train", ours, 4, 8, 0)
+	bound := e.waitBound("train-", 4)
+	for pod, node := range bound {
+		if node >= "h06" && node <= "h09" {
+			t.Errorf("%s bound to tainted node %s", pod, node)
+		}
+	}
+	t.Logf("gang placed on %v", nodesOf(bound))
 }

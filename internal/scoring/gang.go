@@ -4,7 +4,7 @@ package scoring
 // scheduler's gang plugins enforce at Permit: it plans the gang's topology
 // domain (PlanGang; maxLevel >= 0 makes the domain a requirement), then
 // places members one at a time on the node SelectNode prefers under s with
-// the plan set, allocating as it goes. If any member cannot be placed it
+// the plan set (inside the domain when ConfinedToPlan), allocating as it goes. If any member cannot be placed it
 // releases what it took and returns ok == false, leaving nodes as they were.
 // A lone pod (members == 1) gets no plan.
 func PlaceGang(nodes []*Node, r Request, members, depth, maxLevel int, s Scorer) (allocs []Allocation, nodeIdx []int, ok bool) {
@@ -15,9 +15,9 @@ func PlaceGang(nodes []*Node, r Request, members, depth, maxLevel int, s Scorer)
 		}
 		s.Plan = &plan
 	}
-	required := maxLevel >= 0 && s.Plan != nil
+	confined := ConfinedToPlan(s.Plan, s.Weights, maxLevel >= 0)
 	score := func(_ int, n *Node) (float64, []int) {
-		if required && !s.Plan.Contains(n) {
+		if confined && !s.Plan.Contains(n) {
 			return -1, nil
 		}
 		return s.Score(n, r)
@@ -37,6 +37,16 @@ func PlaceGang(nodes []*Node, r Request, members, depth, maxLevel int, s Scorer)
 		nodeIdx = append(nodeIdx, i)
 	}
 	return allocs, nodeIdx, true
+}
+
+// ConfinedToPlan reports whether a gang's members may only go to nodes
+// inside its plan's domain: when a level is required, and whenever the
+// topology term counts at all. PlanGang chose the domain because it holds
+// the whole gang, so confining members loses no placement the plan promised,
+// and it keeps a gang together even where the scheduler scores only a
+// sample of the cluster's nodes, which may not include the domain.
+func ConfinedToPlan(p *GangPlan, w Weights, required bool) bool {
+	return p != nil && p.Level >= 0 && (required || w[TermTopology] > 0)
 }
 
 // ReleaseAll undoes allocations made on nodes[nodeIdx[k]], last first.

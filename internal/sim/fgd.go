@@ -79,7 +79,7 @@ type FillPoint struct {
 func Fill(c *Cluster, pods []Job, policy scoring.Policy, workload scoring.Workload, seed uint64) []FillPoint {
 	cl := c.Clone()
 	s := scoring.Scorer{Weights: policy.Weights(), Workload: workload}
-	p := newPlacer(cl, s, policy == scoring.PolicyRandom, seed, -1)
+	p := newPlacer(cl, s, policy == scoring.PolicyRandom, seed, -1, 100) // the paper's simulator scores every node
 	capacity := float64(cl.GPUMilli())
 	out := make([]FillPoint, len(pods))
 	var arrived, allocated int64

@@ -17,6 +17,10 @@ type placer struct {
 	seed   uint64
 	// maxLevel is the topology level gangs must stay within (-1: none).
 	maxLevel int
+	// toFind is how many feasible nodes a lone pod's decision considers
+	// (scoring.NodesToFind), and next where the walk for them starts, as
+	// kube-scheduler's nextStartNodeIndex.
+	toFind, next int
 
 	gen    []uint32
 	shapes map[string]int
@@ -33,9 +37,13 @@ type cached struct {
 	devices []int
 }
 
-func newPlacer(c *Cluster, s scoring.Scorer, random bool, seed uint64, maxLevel int) *placer {
+// newPlacer places on c's nodes. percentage is the scheduler profile's
+// percentageOfNodesToScore (0: kube-scheduler's adaptive default, 100: every
+// node); the random policy always draws from every node.
+func newPlacer(c *Cluster, s scoring.Scorer, random bool, seed uint64, maxLevel, percentage int) *placer {
 	p := &placer{nodes: c.Nodes, depth: c.Depth, scorer: s, random: random, seed: seed, maxLevel: maxLevel,
-		gen: make([]uint32, len(c.Nodes)), shapes: map[string]int{}, frag: make([]float64, len(c.Nodes))}
+		toFind: scoring.NodesToFind(len(c.Nodes), percentage),
+		gen:    make([]uint32, len(c.Nodes)), shapes: map[string]int{}, frag: make([]float64, len(c.Nodes))}
 	if len(s.Workload) > 0 {
 		for i, n := range c.Nodes {
 			p.frag[i] = scoring.Fragmentation(n, s.Workload)
@@ -68,14 +76,20 @@ func (p *placer) pick(r scoring.Request, shape int, pod uint64) (int, []int) {
 		p.cache[shape] = make([]cached, len(p.nodes))
 	}
 	row := p.cache[shape]
-	return scoring.SelectNode(p.nodes, r, func(i int, n *scoring.Node) (float64, []int) {
+	score := func(i int, n *scoring.Node) (float64, []int) {
 		if e := row[i]; e.gen == p.gen[i]+1 {
 			return e.score, e.devices
 		}
 		v, d := p.scorer.Score(n, r)
 		row[i] = cached{gen: p.gen[i] + 1, score: v, devices: d}
 		return v, d
-	})
+	}
+	if p.toFind >= len(p.nodes) {
+		return scoring.SelectNode(p.nodes, r, score)
+	}
+	best, devices, processed := scoring.SelectNodeSampled(p.nodes, r, p.next, p.toFind, score)
+	p.next = (p.next + processed) % len(p.nodes)
+	return best, devices
 }
 
 // placeOne places a lone pod; ok is false when it fits nowhere.

@@ -37,6 +37,13 @@ type Config struct {
 	HighPriority int32
 	// RecordPlacements keeps each job's node names in its Outcome.
 	RecordPlacements bool
+	// PercentageOfNodesToScore is the scheduler profile's field of that
+	// name: a lone pod is scored on that share of the cluster's feasible
+	// nodes, found from a rotating start as kube-scheduler finds them. 0 is
+	// kube-scheduler's adaptive default (what schedloop's profile ships
+	// with); 100 scores every node. Clusters under 100 nodes are always
+	// scored whole.
+	PercentageOfNodesToScore int
 }
 
 // Outcome is what happened to one job.
@@ -191,7 +198,7 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 	if s.Workload == nil && weights[scoring.TermFragmentation] > 0 {
 		s.Workload = scoring.TypicalWorkload(Requests(jobs), 0.95)
 	}
-	r := &replay{cfg: cfg, p: newPlacer(cl, s, cfg.Policy == scoring.PolicyRandom, cfg.Seed, -1),
+	r := &replay{cfg: cfg, p: newPlacer(cl, s, cfg.Policy == scoring.PolicyRandom, cfg.Seed, -1, cfg.PercentageOfNodesToScore),
 		capacity: cl.GPUMilli(), usage: map[string]scoring.QueueUsage{}, onNode: make([][]podRef, len(cl.Nodes)),
 		emptyCap: map[string]int{}}
 	for i, j := range jobs {

@@ -50,7 +50,7 @@ var (
 	gangSize = flag.Int("sched.gang", 8, "members per gang")
 	rows     = flag.Int("sched.breakdown", 12, "lines of the scheduler's own duration metrics to log per profile (0: none)")
 	only     = flag.String("sched.only", "", "run only this profile (default-scheduler or schedloop), for profiling one side")
-	percent  = flag.Int("sched.percentage", 0, "override schedloop's percentageOfNodesToScore (0: as shipped), to measure what scoring every node costs")
+	percent  = flag.Int("sched.percentage", 0, "set schedloop's percentageOfNodesToScore (0: as shipped, the adaptive default; 100 measures what scoring every node costs)")
 	profDir  = flag.String("sched.cpuprofile", "", "directory to write a CPU profile of each profile's run to (<scheduler>.prof)")
 )
 
@@ -61,11 +61,11 @@ func config(tb testing.TB, kubeconfig string) string {
 	}
 	shipped := string(raw)
 	if *percent != 0 {
-		const line = "  percentageOfNodesToScore: 100\n"
-		if !strings.Contains(shipped, line) {
-			tb.Fatalf("-sched.percentage: the shipped config no longer has %q", line)
+		const profile = "- schedulerName: schedloop\n"
+		if !strings.Contains(shipped, profile) || strings.Contains(shipped, "\n  percentageOfNodesToScore:") {
+			tb.Fatalf("-sched.percentage: the shipped config no longer has %q without a percentageOfNodesToScore", profile)
 		}
-		shipped = strings.Replace(shipped, line, fmt.Sprintf("  percentageOfNodesToScore: %d\n", *percent), 1)
+		shipped = strings.Replace(shipped, profile, profile+fmt.Sprintf("  percentageOfNodesToScore: %d\n", *percent), 1)
 	}
 	// The stock profile keeps its plugins but must share the QueueSort
 	// plugin (kube-scheduler allows one for all profiles); for pods outside

@@ -2,9 +2,14 @@ package topology_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -124,5 +129,60 @@ func TestScoreFollowsNodeChanges(t *testing.T) {
 	third := scores(t, p, pod, nodes)
 	if third["a"] <= third["b"] {
 		t.Errorf("after b filled up: want a ahead, got %v", third)
+	}
+}
+
+// A plugin that remembers scores between cycles scores exactly as one built
+// fresh for every cycle, through pods of changing shapes, nodes filling and
+// emptying, and a profile swap.
+func TestRememberedScoresMatchFreshScores(t *testing.T) {
+	holder := profilewatch.NewHolder()
+	long, err := topology.New(nil, nil, nil, holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []fwk.NodeInfo
+	infos := map[string]*framework.NodeInfo{}
+	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
+		ni := node(name)
+		nodes = append(nodes, ni)
+		infos[name] = ni
+	}
+	shapes := []*v1.Pod{gpuPod("g1", "1"), gpuPod("g2", "2"), gpuPod("g4", "4"), gpuPod("g8", "8"), cpuPod("c")}
+	rng := rand.New(rand.NewPCG(1, 2))
+	placed := map[string][]*v1.Pod{}
+	for cycle := range 400 {
+		if cycle == 200 {
+			swapped, err := holder.Apply([]byte("apiVersion: schedloop.io/v1\nkind: SchedulingProfile\nname: spread\nweights: {spread: 10, bestfit: 1}\n"))
+			if err != nil || !swapped {
+				t.Fatalf("profile swap: swapped=%v err=%v", swapped, err)
+			}
+		}
+		pod := shapes[rng.IntN(len(shapes))]
+		fresh, err := topology.New(nil, nil, nil, holder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := scores(t, long, pod, nodes), scores(t, fresh, pod, nodes)
+		if !maps.Equal(got, want) {
+			t.Fatalf("cycle %d, pod %s: remembered %v, fresh %v", cycle, pod.Name, got, want)
+		}
+		// Change one node, as a binding or a pod ending does.
+		name := string(rune('a' + rng.IntN(len(nodes))))
+		ni := infos[name]
+		if on := placed[name]; len(on) > 0 && rng.IntN(3) == 0 {
+			victim := on[len(on)-1]
+			if err := ni.RemovePod(klog.Background(), victim); err != nil {
+				t.Fatal(err)
+			}
+			placed[name] = on[:len(on)-1]
+			continue
+		}
+		p := pod.DeepCopy()
+		p.Name, p.UID = fmt.Sprintf("%s-%d", pod.Name, cycle), types.UID(fmt.Sprintf("%s-%d", pod.Name, cycle))
+		if nodeview.Node(ni, topology.DefaultLevels).Fit(nodeview.Request(p)) == scoring.Fits {
+			ni.AddPod(p)
+			placed[name] = append(placed[name], p)
+		}
 	}
 }

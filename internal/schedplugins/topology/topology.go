@@ -128,6 +128,7 @@ type Topology struct {
 	// views keeps each node's scoring view between cycles: a scheduling
 	// cycle rebuilds only the nodes whose NodeInfo changed.
 	views *nodeview.Cache
+	memo  *scoreMemo
 
 	workload  atomic.Pointer[workloadSnapshot]
 	refreshMu sync.Mutex
@@ -140,6 +141,7 @@ type workloadSnapshot struct {
 
 var (
 	_ fwk.PreFilterPlugin   = &Topology{}
+	_ fwk.PostFilterPlugin  = &Topology{}
 	_ fwk.PreScorePlugin    = &Topology{}
 	_ fwk.ScorePlugin       = &Topology{}
 	_ fwk.EnqueueExtensions = &Topology{}
@@ -151,7 +153,7 @@ func New(obj runtime.Object, h fwk.Handle, mgr *core.Manager, holder *profilewat
 	if err != nil {
 		return nil, err
 	}
-	t := &Topology{args: args, mgr: mgr, profile: holder, now: time.Now, views: nodeview.NewCache(args.Levels)}
+	t := &Topology{args: args, mgr: mgr, profile: holder, now: time.Now, views: nodeview.NewCache(args.Levels), memo: newScoreMemo()}
 	if h != nil && h.SharedInformerFactory() != nil {
 		t.pods = h.SharedInformerFactory().Core().V1().Pods().Lister()
 	}
@@ -182,9 +184,14 @@ func (t *Topology) requiredLevel(pod *v1.Pod) (int, string) {
 	return levelIndex(t.args.Levels, key), key
 }
 
-// PreFilter plans a gang's domain on its first member and, when a level is
-// required, narrows the candidate nodes to that domain.
-func (t *Topology) PreFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+// PreFilter plans a gang's domain on its first member and narrows the
+// candidate nodes to that domain when a level is required or the topology
+// term counts (scoring.ConfinedToPlan). Confining is what keeps a gang
+// together when the framework filters and scores only a sample of a large
+// cluster's nodes (percentageOfNodesToScore), and the simulator confines
+// the same way. A gang that finds no node in a domain it was confined to by
+// preference alone is unconfined (PostFilter).
+func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	key, name, ok := nodeview.GangKey(pod)
 	if !ok || t.mgr == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -223,8 +230,12 @@ func (t *Topology) PreFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, n
 		plan = &p
 		t.mgr.SetPlan(key, plan)
 	}
-	if level < 0 || plan.Level < 0 {
+	weights := profilewatch.ForCycle(state, t.profile).Weights
+	if !scoring.ConfinedToPlan(plan, weights, level >= 0) || (level < 0 && t.mgr.Unconfined(key)) {
 		return nil, nil
+	}
+	if level < 0 {
+		state.Write(confinedKey, confinedByPreference{})
 	}
 	inside := sets.New[string]()
 	for _, ni := range nodes {
@@ -250,6 +261,30 @@ func (t *Topology) domainsOnly(n *v1.Node) *scoring.Node {
 // PreFilterExtensions implements fwk.PreFilterPlugin.
 func (t *Topology) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
+const confinedKey fwk.StateKey = Name + "/confined"
+
+// confinedByPreference marks a cycle whose pod PreFilter confined to its
+// gang's domain without a required level.
+type confinedByPreference struct{}
+
+func (confinedByPreference) Clone() fwk.StateData { return confinedByPreference{} }
+
+// PostFilter unconfines a gang whose member fit no node of a domain it was
+// confined to only by preference: the plan counted resources, and something
+// it does not model (taints, affinity, ports) turned the domain's nodes down,
+// so retrying the same domain would never succeed. It never makes the pod
+// schedulable itself.
+func (t *Topology) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	key, _, ok := nodeview.GangKey(pod)
+	if !ok || t.mgr == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if _, err := state.Read(confinedKey); err == nil {
+		t.mgr.Unconfine(key)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
 const stateKey fwk.StateKey = Name
 
 type cycleScores struct{ byNode map[string]int64 }
@@ -257,10 +292,15 @@ type cycleScores struct{ byNode map[string]int64 }
 func (c *cycleScores) Clone() fwk.StateData { return c }
 
 // PreScore scores every feasible node with scoring.Scorer and folds the
-// tie-break in, so Score is a lookup.
+// tie-break in, so Score is a lookup. Scores of nodes unchanged since an
+// earlier pod with the same inputs come from the memo.
 func (t *Topology) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	active := profilewatch.ForCycle(state, t.profile)
-	s := &scoring.Scorer{Weights: active.Weights, Workload: t.typicalWorkload()}
+	workload := t.typicalWorkload()
+	s := &scoring.Scorer{Weights: active.Weights}
+	if workload != nil {
+		s.Workload = workload.w
+	}
 	if key, _, ok := nodeview.GangKey(pod); ok && t.mgr != nil {
 		if p, ok := t.mgr.Plan(key); ok {
 			s.Plan = p
@@ -269,13 +309,14 @@ func (t *Topology) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod
 	req := nodeview.Request(pod)
 	names := make([]string, len(nodes))
 	raw := make([]float64, len(nodes))
-	for i, ni := range nodes {
+	t.memo.scores(nodes, inputsFor(active, workload, s.Plan, req), names, raw, func(ni fwk.NodeInfo) float64 {
 		n := t.views.Node(ni)
-		names[i] = n.Name
-		if n.Fit(req) == scoring.Fits {
-			raw[i], _ = s.Score(n, req)
+		if n.Fit(req) != scoring.Fits {
+			return 0
 		}
-	}
+		v, _ := s.Score(n, req)
+		return v
+	})
 	state.Write(stateKey, &cycleScores{byNode: FrameworkScores(names, raw)})
 	return nil
 }
@@ -319,11 +360,11 @@ func (t *Topology) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni 
 func (t *Topology) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
 // typicalWorkload is the GPU pod mix of the pods the scheduler knows,
-// recomputed at most every WorkloadRefreshSeconds.
-func (t *Topology) typicalWorkload() scoring.Workload {
+// recomputed at most every WorkloadRefreshSeconds (nil without a pod lister).
+func (t *Topology) typicalWorkload() *workloadSnapshot {
 	refresh := time.Duration(t.args.WorkloadRefreshSeconds) * time.Second
 	if ws := t.workload.Load(); ws != nil && t.now().Sub(ws.at) < refresh {
-		return ws.w
+		return ws
 	}
 	if t.pods == nil {
 		return nil
@@ -331,7 +372,7 @@ func (t *Topology) typicalWorkload() scoring.Workload {
 	t.refreshMu.Lock()
 	defer t.refreshMu.Unlock()
 	if ws := t.workload.Load(); ws != nil && t.now().Sub(ws.at) < refresh {
-		return ws.w
+		return ws
 	}
 	pods, _ := t.pods.List(labels.Everything())
 	reqs := make([]scoring.Request, 0, len(pods))
@@ -340,7 +381,7 @@ func (t *Topology) typicalWorkload() scoring.Workload {
 			reqs = append(reqs, r)
 		}
 	}
-	w := scoring.TypicalWorkload(reqs, 0.95)
-	t.workload.Store(&workloadSnapshot{w: w, at: t.now()})
-	return w
+	ws := &workloadSnapshot{w: scoring.TypicalWorkload(reqs, 0.95), at: t.now()}
+	t.workload.Store(ws)
+	return ws
 }

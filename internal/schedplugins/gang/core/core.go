@@ -64,6 +64,10 @@ type gang struct {
 	reserved map[types.UID]struct{}
 	demand   scoring.GangDemand // per-member request and minMember
 	plan     *scoring.GangPlan
+	// unconfined: a member found no node inside a plan's domain that only
+	// preference confined it to (nodes there refused it for reasons the
+	// plan cannot see, such as taints), so later attempts may leave it.
+	unconfined bool
 	// admitted: minMember reached; the members hold what they need and no
 	// longer compete for admission.
 	admitted    bool
@@ -282,6 +286,22 @@ func (m *Manager) SetPlan(key string, p *scoring.GangPlan) {
 	m.mu.Lock()
 	m.gang(key).plan = p
 	m.mu.Unlock()
+}
+
+// Unconfine lets key's members leave their planned domain from now on,
+// until the manager forgets the gang.
+func (m *Manager) Unconfine(key string) {
+	m.mu.Lock()
+	m.gang(key).unconfined = true
+	m.mu.Unlock()
+}
+
+// Unconfined reports whether Unconfine was called for key.
+func (m *Manager) Unconfined(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gangs[key]
+	return g != nil && g.unconfined
 }
 
 // Reserve records that pod holds a reservation; demand is its gang's
