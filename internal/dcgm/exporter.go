@@ -19,10 +19,12 @@ import (
 // the Prometheus text format, as Prometheus itself does. Series without a
 // timestamp, which is all of dcgm-exporter's, are stamped with at.
 //
-// Metrics other than the five in Metrics are ignored. A page the exposition
-// parser rejects yields an error naming the line; a DCGM series without a
-// UUID label, or with a non-numeric gpu label, yields an error naming the
-// metric, since the page is then not dcgm-exporter's.
+// Metrics other than the five in Metrics are ignored; on dcgm-exporter's
+// own layout their sample lines are not even validated (see fasttext.go).
+// A page the exposition parser rejects otherwise yields an error naming the
+// line; a DCGM series without a UUID label, or with a non-numeric gpu
+// label, yields an error naming the metric, since the page is then not
+// dcgm-exporter's.
 func ParseExporter(r io.Reader, format expfmt.Format, at time.Time) ([]schedloop.GPUSample, error) {
 	if format.FormatType() == expfmt.TypeOpenMetrics {
 		set, err := parseOpenMetrics(r, format, at)

@@ -2,8 +2,10 @@ package dcgm
 
 import (
 	"bytes"
+	"hash/maphash"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -17,10 +19,20 @@ import (
 // below what a large cluster's exporters produce. dcgm-exporter prints one
 // canonical shape, so parseTextFast reads exactly that shape in one pass
 // without building families, and gives up (ok=false) on anything else so the
-// caller parses the page with expfmt instead. It validates every line, not
-// only the five it keeps, so a page it accepts is a page expfmt accepts, and
-// it feeds the kept series to the same sampleSet in the same order, so the
-// result is identical. FuzzParseTextFastMatchesExpfmt holds it to that.
+// caller parses the page with expfmt instead.
+//
+// What it checks: every line of the five families in Metrics in full, and
+// the layout of every family (HELP and TYPE lines, a family never split in
+// two, names and types the text format allows). Sample lines of the other
+// families are skipped once they start with the current family's name: the
+// collector reads nothing from them, and with dcgm-exporter's default
+// counters they are three lines in four. The contract, which
+// FuzzParseTextFastMatchesExpfmt holds it to: a page it accepts gives
+// exactly the samples (or sample-level error) that expfmt gives for the same
+// page with the other families' lines removed, and so exactly what expfmt
+// gives for the whole page whenever expfmt accepts it. A malformed line in a
+// family the collector does not store therefore no longer fails the scrape;
+// on the expfmt fallback it still does.
 //
 // The canonical shape, per line:
 //
@@ -54,36 +66,75 @@ type keptSeries struct {
 // a line whose next bytes equal a known block has that block's labels, and
 // validating it again would give the same answer.
 type labelBlock struct {
-	text  []byte     // '{' through '}'
-	pairs []fastPair // offsets relative to text
-	// names and vals are the pairs as strings, filled on first use.
-	names, vals []string
+	text []byte // '{' through '}'
+	// pairs is its range of fastParser.blockPairs, offsets relative to text.
+	pairs span
+	// strs is where its label names, then its values, start in
+	// fastParser.blockStrs; -1 until first used.
+	strs int32
 }
 
 // maxBlocks bounds the cache: a page of a few hundred GPUs or MIG
 // instances still gains; beyond that lines are validated one by one.
 const maxBlocks = 1024
 
+// fastParser is the state of one page. Parsers are pooled, so a scrape
+// does not regrow the same slices every round.
 type fastParser struct {
 	page  []byte
 	pairs []fastPair
 	kept  []keptSeries
-	// names of families already finished; a family seen again means the
-	// page is not canonical.
-	done map[string]struct{}
-	cur  []byte
+	// done holds hashes of the names of families already finished; a family
+	// seen again means the page is not canonical. A hash collision can only
+	// send a page to expfmt, never change a result.
+	done    []uint64
+	cur     []byte // name of the current family, in page
+	curHash uint64
 	// state of the current family
 	hasHelp, hasType, hasSamples bool
-	// label-name sequences already checked for duplicates.
+	// label-name sequences already checked for duplicates; the answer does
+	// not depend on the page, so it is kept across pages.
 	checked [][]byte
 	seq     []byte
 	strs    map[string]string
 	// curMetric is the index in Metrics of the current family, -1 when the
 	// family is not kept.
-	curMetric int8
-	blocks    []labelBlock
-	nextBlock int
-	scratch   []fastPair
+	curMetric  int8
+	blocks     []labelBlock
+	blockPairs []fastPair
+	blockStrs  []string
+	nextBlock  int
+	scratch    []fastPair
+	sampleOf   []int32
+}
+
+var (
+	parserPool = sync.Pool{New: func() any { return new(fastParser) }}
+	familySeed = maphash.MakeSeed()
+)
+
+// maxPooledKept keeps the parser of an unusually large page out of the pool.
+const maxPooledKept = 1 << 16
+
+func (p *fastParser) reset(page []byte) {
+	p.page = page
+	p.pairs, p.kept, p.done = p.pairs[:0], p.kept[:0], p.done[:0]
+	p.cur, p.curHash, p.curMetric = nil, 0, -1
+	p.hasHelp, p.hasType, p.hasSamples = false, false, false
+	p.blocks, p.blockPairs, p.blockStrs = p.blocks[:0], p.blockPairs[:0], p.blockStrs[:0]
+	p.nextBlock = 0
+}
+
+// release returns p to the pool without the page or label strings, which
+// belong to the caller.
+func (p *fastParser) release() {
+	if cap(p.kept) > maxPooledKept {
+		return
+	}
+	clear(p.blocks)
+	clear(p.blockStrs)
+	p.page, p.cur, p.strs = nil, nil, nil
+	parserPool.Put(p)
 }
 
 // parseTextFast parses page if it is in the canonical shape; ok is false
@@ -104,11 +155,9 @@ func parseTextFastSet(page []byte, at time.Time) (set *sampleSet, err error, ok 
 	if len(page) > 1<<30 {
 		return nil, nil, false
 	}
-	p := &fastParser{page: page, done: map[string]struct{}{}, strs: map[string]string{}, curMetric: -1}
-	// Pre-size for a page where a quarter of the lines are kept, as in
-	// dcgm-exporter's default field list.
-	lines := bytes.Count(page, []byte{'\n'})
-	p.kept = make([]keptSeries, 0, lines/4+1)
+	p := parserPool.Get().(*fastParser)
+	defer p.release()
+	p.reset(page)
 	for off := 0; off < len(page); {
 		end := off + bytes.IndexByte(page[off:], '\n')
 		if !p.line(off, end) {
@@ -126,18 +175,19 @@ func parseTextFastSet(page []byte, at time.Time) (set *sampleSet, err error, ok 
 		}
 		return ""
 	}
-	var blk *labelBlock
+	var names, vals []string
 	byBlock := func(n string) string {
-		for i, name := range blk.names {
+		for i, name := range names {
 			if name == n {
-				return blk.vals[i]
+				return vals[i]
 			}
 		}
 		return ""
 	}
 	// Series of one label block without their own timestamp all land in
 	// the same sample: after the first, only the value needs setting.
-	sampleOf := make([]int32, len(p.blocks))
+	p.sampleOf = slices.Grow(p.sampleOf[:0], len(p.blocks))[:len(p.blocks)]
+	sampleOf := p.sampleOf
 	for i := range sampleOf {
 		sampleOf[i] = -1
 	}
@@ -154,10 +204,7 @@ func parseTextFastSet(page []byte, at time.Time) (set *sampleSet, err error, ok 
 			}
 			label := byPairs
 			if k.block >= 0 {
-				blk = &p.blocks[k.block]
-				if blk.names == nil {
-					p.resolve(blk)
-				}
+				names, vals = p.blockLabels(&p.blocks[k.block])
 				label = byBlock
 			}
 			t := at
@@ -176,21 +223,31 @@ func parseTextFastSet(page []byte, at time.Time) (set *sampleSet, err error, ok 
 	return set, nil, true
 }
 
-// resolve turns a block's pairs into strings, all cut from one copy of the
-// block: one allocation per GPU and page instead of one per label.
-func (p *fastParser) resolve(b *labelBlock) {
-	text := string(b.text)
-	b.names = make([]string, len(b.pairs))
-	b.vals = make([]string, len(b.pairs))
-	for i, lp := range b.pairs {
-		b.names[i] = text[lp.name.from:lp.name.to]
-		b.vals[i] = text[lp.value.from:lp.value.to]
+// blockLabels returns a block's label names and values as strings. They are
+// all cut from one copy of the block on first use: one allocation per GPU
+// and page instead of one per label.
+func (p *fastParser) blockLabels(b *labelBlock) (names, vals []string) {
+	pairs := p.blockPairs[b.pairs.from:b.pairs.to]
+	if b.strs < 0 {
+		text := string(b.text)
+		b.strs = int32(len(p.blockStrs))
+		for _, lp := range pairs {
+			p.blockStrs = append(p.blockStrs, text[lp.name.from:lp.name.to])
+		}
+		for _, lp := range pairs {
+			p.blockStrs = append(p.blockStrs, text[lp.value.from:lp.value.to])
+		}
 	}
+	at, n := int(b.strs), len(pairs)
+	return p.blockStrs[at : at+n], p.blockStrs[at+n : at+2*n]
 }
 
 // str interns label values: a page repeats each host, pod and UUID dozens of
 // times.
 func (p *fastParser) str(b []byte) string {
+	if p.strs == nil {
+		p.strs = map[string]string{}
+	}
 	if s, ok := p.strs[string(b)]; ok {
 		return s
 	}
@@ -206,6 +263,12 @@ func (p *fastParser) line(off, end int) bool {
 	}
 	if l[0] == '#' {
 		return p.comment(l)
+	}
+	if c := len(p.cur); p.curMetric < 0 && c > 0 && len(l) > c && (l[c] == '{' || l[c] == ' ') && bytes.Equal(l[:c], p.cur) {
+		// A sample of a family the collector does not keep: nothing on it
+		// is read, so it is not validated either.
+		p.hasSamples = true
+		return true
 	}
 	// name
 	i := 0
@@ -232,7 +295,9 @@ func (p *fastParser) line(off, end int) bool {
 				return false
 			}
 			if len(p.blocks) < maxBlocks {
-				p.blocks = append(p.blocks, labelBlock{text: l[i : i+n], pairs: slices.Clone(p.scratch)})
+				from := int32(len(p.blockPairs))
+				p.blockPairs = append(p.blockPairs, p.scratch...)
+				p.blocks = append(p.blocks, labelBlock{text: l[i : i+n], pairs: span{from, int32(len(p.blockPairs))}, strs: -1})
 				block = int32(len(p.blocks) - 1)
 				p.nextBlock = len(p.blocks) - 1
 			} else if metric >= 0 {
@@ -444,13 +509,14 @@ func (p *fastParser) family(name []byte) bool {
 	if bytes.Equal(name, p.cur) {
 		return true
 	}
-	if _, seen := p.done[string(name)]; seen {
+	h := maphash.Bytes(familySeed, name)
+	if slices.Contains(p.done, h) {
 		return false
 	}
 	if len(p.cur) > 0 {
-		p.done[string(p.cur)] = struct{}{}
+		p.done = append(p.done, p.curHash)
 	}
-	p.cur = append(p.cur[:0], name...)
+	p.cur, p.curHash = name, h
 	p.hasHelp, p.hasType, p.hasSamples = false, false, false
 	p.curMetric = -1
 	for m, kept := range Metrics {

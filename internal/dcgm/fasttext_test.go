@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,9 +116,59 @@ func TestFastTextFallsBack(t *testing.T) {
 	}
 }
 
-// FuzzParseTextFastMatchesExpfmt is the differential test: whenever the fast
-// path accepts a page, expfmt must accept it too and yield the same samples
-// (or the same sample-level error).
+// storedLines is page without the lines of families outside Metrics: HELP
+// and TYPE lines naming them, and samples whose metric name is theirs. It is
+// what the fast path promises to read exactly as expfmt does.
+func storedLines(page []byte) []byte {
+	var out []byte
+	for _, line := range bytes.SplitAfter(page, []byte("\n")) {
+		m := familyLine.FindSubmatch(line)
+		if m == nil || slices.Contains(Metrics, string(m[1])+string(m[2])) {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
+
+// familyLine matches a HELP or TYPE line or a sample line and captures the
+// family name it belongs to, in the first group or the second.
+var familyLine = regexp.MustCompile(`^(?:# (?:HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*)(?:[ \n]|$)|([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ])`)
+
+// TestFastTextSkipsUnstoredFamilies checks the fast path's one leniency: a
+// malformed sample in a family the collector does not read does not cost
+// the page, and the samples are those of the page without that family.
+func TestFastTextSkipsUnstoredFamilies(t *testing.T) {
+	const other = "# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).\n# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n" +
+		`DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-1",Hostname="n"} 1410` + "\n" +
+		`DCGM_FI_DEV_SM_CLOCK{gpu="1",UUID="GPU-2",Hostname="n" 1410` + "\n"
+	page := append([]byte(other), exporterPage(2)...)
+	if _, err := parseWithExpfmt(page, scrapeTime); err == nil {
+		t.Fatal("expfmt accepts the malformed line; the test no longer tests anything")
+	}
+	got, err, ok := parseTextFast(page, scrapeTime)
+	if !ok || err != nil {
+		t.Fatalf("fast path: ok %v, err %v", ok, err)
+	}
+	want, err := parseWithExpfmt(storedLines(page), scrapeTime)
+	if err != nil || len(want) != 2 || !sameSamples(got, want) {
+		t.Fatalf("fast path = %+v; expfmt without the other family = %+v, %v", got, want, err)
+	}
+	// The same line in a family the collector keeps still sends the page
+	// to expfmt, which rejects it.
+	bad := strings.ReplaceAll(other, "DCGM_FI_DEV_SM_CLOCK", MetricPowerUsage)
+	if _, _, ok := parseTextFast([]byte(bad), scrapeTime); ok {
+		t.Fatalf("fast path accepted a malformed %s line", MetricPowerUsage)
+	}
+	if _, err := ParseExporterText([]byte(bad), scrapeTime); err == nil {
+		t.Fatalf("ParseExporterText accepted a malformed %s line", MetricPowerUsage)
+	}
+}
+
+// FuzzParseTextFastMatchesExpfmt is the differential test. Whenever the fast
+// path accepts a page, expfmt must accept the page's lines of the families
+// in Metrics (storedLines) and yield the same samples or the same
+// sample-level error; and whenever expfmt parses the whole page, its answer
+// must be the fast path's too.
 func FuzzParseTextFastMatchesExpfmt(f *testing.F) {
 	inputs, _ := filepath.Glob(filepath.Join("testdata", "exporter", "*.prom"))
 	for _, in := range inputs {
@@ -128,23 +180,39 @@ func FuzzParseTextFastMatchesExpfmt(f *testing.F) {
 	}
 	f.Add(exporterPage(3))
 	f.Add([]byte("# HELP DCGM_FI_DEV_FB_USED x\n# TYPE DCGM_FI_DEV_FB_USED gauge\nDCGM_FI_DEV_FB_USED{UUID=\"a\",gpu=\"1\"} 1e3 1700000000000\n\n"))
+	f.Add([]byte("# TYPE DCGM_FI_DEV_SM_CLOCK gauge\nDCGM_FI_DEV_SM_CLOCK{UUID=\"a\",gpu=\"1\"} 1\nDCGM_FI_DEV_SM_CLOCK{UUID=\"a\" x\n" +
+		"DCGM_FI_DEV_FB_USED{UUID=\"a\",gpu=\"1\"} 7\n"))
 	f.Fuzz(func(t *testing.T, page []byte) {
 		got, err, ok := parseTextFast(page, scrapeTime)
 		if !ok {
 			return
 		}
-		want, wantErr := parseWithExpfmt(page, scrapeTime)
+		same := func(what string, want []schedloop.GPUSample, wantErr error) {
+			t.Helper()
+			if (err == nil) != (wantErr == nil) {
+				t.Fatalf("page %q: fast path err %v, expfmt (%s) err %v", page, err, what, wantErr)
+			}
+			if err != nil && err.Error() != wantErr.Error() {
+				t.Fatalf("page %q: fast path err %q, expfmt (%s) err %q", page, err, what, wantErr)
+			}
+			if !sameSamples(got, want) {
+				t.Fatalf("page %q:\nfast   %+v\nexpfmt (%s) %+v", page, got, what, want)
+			}
+		}
+		stored := storedLines(page)
+		want, wantErr := parseWithExpfmt(stored, scrapeTime)
 		if wantErr != nil && err == nil {
-			t.Fatalf("fast path accepted %q, expfmt rejects it: %v", page, wantErr)
+			t.Fatalf("fast path accepted %q, expfmt rejects its stored families %q: %v", page, stored, wantErr)
 		}
-		if (err == nil) != (wantErr == nil) {
-			t.Fatalf("page %q: fast path err %v, expfmt err %v", page, err, wantErr)
-		}
-		if err != nil && err.Error() != wantErr.Error() {
-			t.Fatalf("page %q: fast path err %q, expfmt err %q", page, err, wantErr)
-		}
-		if !sameSamples(got, want) {
-			t.Fatalf("page %q:\nfast   %+v\nexpfmt %+v", page, got, want)
+		same("stored families", want, wantErr)
+		if want, wantErr := parseWithExpfmt(page, scrapeTime); wantErr == nil || !isExpositionError(wantErr) {
+			same("whole page", want, wantErr)
 		}
 	})
+}
+
+// isExpositionError tells expfmt's rejection of a page from a sample-level
+// error about a page it read.
+func isExpositionError(err error) bool {
+	return strings.HasPrefix(err.Error(), "parse text exposition: ")
 }
