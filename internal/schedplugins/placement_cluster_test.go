@@ -82,6 +82,20 @@ queues:
 	if bound, pending = e.placement("a-"); len(bound) != 4 || pending != 6 {
 		t.Fatalf("queue team-a: %d bound, %d pending; want 4 (16 GPUs) and 6", len(bound), pending)
 	}
+
+	// Raising the limit is no cluster event, yet the waiting pods are
+	// retried at once rather than at the scheduler's five-minute flush.
+	e.setProfile(`apiVersion: schedloop.io/v1
+kind: SchedulingProfile
+name: queues-v2
+weights: {binpack: 1}
+queues:
+  team-a: {maxGPUs: 24}
+`)
+	e.waitBound("a-", 6)
+	if bound, pending = e.placement("a-"); len(bound) != 6 || pending != 4 {
+		t.Fatalf("queue team-a at 24 GPUs: %d bound, %d pending; want 6 and 4", len(bound), pending)
+	}
 }
 
 const spreadProfile = `apiVersion: schedloop.io/v1

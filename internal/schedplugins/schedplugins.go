@@ -88,7 +88,12 @@ func (s *Set) newQueue(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk
 	if err != nil {
 		return nil, err
 	}
-	return queue.New(h.SharedInformerFactory().Core().V1().Pods().Informer(), mgr, s.Profile)
+	q, err := queue.New(h.SharedInformerFactory().Core().V1().Pods().Informer(), mgr, s.Profile)
+	if err != nil {
+		return nil, err
+	}
+	q.WakeOnLimitChange(h, h.ProfileName())
+	return q, nil
 }
 
 func (s *Set) newQueueSort(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {

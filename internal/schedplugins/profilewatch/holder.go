@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/schedloop/schedloop/internal/profile"
@@ -33,6 +34,9 @@ type Active struct {
 // Holder is the one place the active profile lives.
 type Holder struct {
 	p atomic.Pointer[Active]
+
+	mu     sync.Mutex
+	onSwap []func(old, cur *Active)
 }
 
 // NewHolder starts with schedloop's default profile.
@@ -45,6 +49,15 @@ func NewHolder() *Holder {
 
 // Load returns the active profile.
 func (h *Holder) Load() *Active { return h.p.Load() }
+
+// OnSwap calls fn after every successful swap, with the profile replaced
+// and the one now active. fn runs on the swapping goroutine and must not
+// block.
+func (h *Holder) OnSwap(fn func(old, cur *Active)) {
+	h.mu.Lock()
+	h.onSwap = append(h.onSwap, fn)
+	h.mu.Unlock()
+}
 
 // Apply parses data and, when it is new and valid, makes it the active
 // profile. Unchanged data (same hash as the active profile) is a no-op; an
@@ -64,6 +77,12 @@ func (h *Holder) Apply(data []byte) (swapped bool, err error) {
 	next := &Active{Doc: doc, Weights: doc.ScoringWeights(), Hash: hash, Generation: old.Generation + 1}
 	if !h.p.CompareAndSwap(old, next) {
 		return false, fmt.Errorf("profile %s: another reload won the race; retry", doc.Name)
+	}
+	h.mu.Lock()
+	subscribers := h.onSwap
+	h.mu.Unlock()
+	for _, fn := range subscribers {
+		fn(old, next)
 	}
 	return true, nil
 }

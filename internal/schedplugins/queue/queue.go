@@ -16,6 +16,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/schedloop/schedloop/internal/reasons"
@@ -32,6 +33,13 @@ type Queue struct {
 	ledger  *ledger
 	mgr     *core.Manager
 	profile *profilewatch.Holder
+	pods    cache.SharedIndexInformer
+}
+
+// Activator moves pending pods to the scheduler's active queue (fwk.Handle
+// is one).
+type Activator interface {
+	Activate(logger klog.Logger, pods map[string]*v1.Pod)
 }
 
 var (
@@ -43,7 +51,7 @@ var (
 // New builds the plugin; podInformer (the scheduler's) feeds the ledger
 // with bound pods. mgr, when set, supplies gangs' minMember.
 func New(podInformer cache.SharedIndexInformer, mgr *core.Manager, holder *profilewatch.Holder) (*Queue, error) {
-	q := &Queue{ledger: newLedger(), mgr: mgr, profile: holder}
+	q := &Queue{ledger: newLedger(), mgr: mgr, profile: holder, pods: podInformer}
 	if podInformer == nil {
 		return q, nil
 	}
@@ -67,6 +75,40 @@ func New(podInformer cache.SharedIndexInformer, mgr *core.Manager, holder *profi
 
 // Name implements fwk.Plugin.
 func (q *Queue) Name() string { return Name }
+
+// WakeOnLimitChange retries schedulerName's pending pods of every queue
+// whose limits a profile swap changed. The framework requeues a pod this
+// plugin turned away only when a bound pod leaves; a raised limit is no
+// cluster event, and without this its pods would wait for the scheduler's
+// periodic flush of unschedulable pods (five minutes by default).
+func (q *Queue) WakeOnLimitChange(a Activator, schedulerName string) {
+	q.profile.OnSwap(func(old, cur *profilewatch.Active) {
+		changed := map[string]bool{}
+		for name, limit := range cur.Doc.Queues {
+			if prev, ok := old.Doc.Queues[name]; !ok || prev != limit {
+				changed[name] = true
+			}
+		}
+		for name := range old.Doc.Queues {
+			if _, ok := cur.Doc.Queues[name]; !ok {
+				changed[name] = true
+			}
+		}
+		if len(changed) == 0 || q.pods == nil {
+			return
+		}
+		pending := map[string]*v1.Pod{}
+		for _, obj := range q.pods.GetStore().List() {
+			pod, ok := obj.(*v1.Pod)
+			if ok && pod.Spec.NodeName == "" && pod.Spec.SchedulerName == schedulerName && changed[nodeview.Queue(pod)] {
+				pending[pod.Namespace+"/"+pod.Name] = pod
+			}
+		}
+		if len(pending) > 0 {
+			a.Activate(klog.Background(), pending)
+		}
+	})
+}
 
 // EventsToRegister: a pod leaving frees its queue's share.
 func (q *Queue) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
