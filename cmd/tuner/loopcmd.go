@@ -98,20 +98,28 @@ func loop(ctx context.Context, args []string, getenv func(string) string, stdout
 }
 
 // measure is the outcome the cluster actually had in [from, to).
-func measure(ctx context.Context, s *store.Store, from, to time.Time, highPriority int32) (tuner.Values, error) {
+// measure returns the outcome of the jobs stored between from and to and
+// how many of them finished.
+func measure(ctx context.Context, s *store.Store, from, to time.Time, highPriority int32) (tuner.Values, int, error) {
 	jobs, err := s.JobHistory(ctx, from, to)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	finished := 0
+	for _, j := range jobs {
+		if !j.Finished.IsZero() {
+			finished++
+		}
 	}
 	v := tuner.MeasureJobs(jobs, highPriority)
 	idle, err := s.GPUIdleBreakdown(ctx, from, to)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if idle.Total() > 0 {
 		v[tuner.MetricGPUIdle] = idle.IdleShare()
 	}
-	return v, nil
+	return v, finished, nil
 }
 
 // checkApplied measures the applied profile against as long a time before
@@ -137,13 +145,20 @@ func checkApplied(ctx context.Context, s *store.Store, kube kubernetes.Interface
 		return false, nil
 	}
 	window := now.Sub(p.Applied)
-	after, err := measure(ctx, s, p.Applied, now, int32(f.highPriority))
+	after, finishedAfter, err := measure(ctx, s, p.Applied, now, int32(f.highPriority))
 	if err != nil {
 		return false, err
 	}
-	before, err := measure(ctx, s, p.Applied.Add(-window), p.Applied, int32(f.highPriority))
+	before, _, err := measure(ctx, s, p.Applied.Add(-window), p.Applied, int32(f.highPriority))
 	if err != nil {
 		return false, err
+	}
+	if finishedAfter == 0 {
+		// JCT of no jobs reads as zero: judging now would call an idle
+		// week a 100% improvement.
+		fmt.Fprintf(stdout, "profile %s: no job has finished in the %s since it was applied; not judged or tuned until one does\n",
+			p.Name, window.Round(time.Second))
+		return false, nil
 	}
 	v := g.Check(o, after, before)
 	rec := map[string]float64{"regression": v.Regression, "window_s": window.Seconds()}

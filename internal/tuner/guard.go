@@ -71,7 +71,12 @@ type Verdict struct {
 
 // Check compares the outcome measured since a profile was applied with the
 // outcome measured over as long a time before, under o.
+// A before with nothing the objective weighs (no finished job, no GPU
+// minute) is no baseline: there is nothing to regress from.
 func (g Guardrails) Check(o Objective, measured, before Values) Verdict {
+	if o.Cost(before, before) == 0 {
+		return Verdict{false, 0, "nothing was measured before the profile was applied, so there is no baseline to compare with"}
+	}
 	reg := o.Cost(measured, before) - 1
 	if reg > g.RollbackThreshold {
 		return Verdict{true, reg, fmt.Sprintf("measured outcome regressed %.1f%% (threshold %.1f%%)", 100*reg, 100*g.RollbackThreshold)}

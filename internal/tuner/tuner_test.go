@@ -96,6 +96,9 @@ func TestDecide(t *testing.T) {
 	if v := g.Check(o, before, before); v.Rollback {
 		t.Errorf("an unchanged outcome rolled back: %+v", v)
 	}
+	if v := g.Check(o, worse, Values{}); v.Rollback || v.Regression != 0 || !strings.Contains(v.Reason, "no baseline") {
+		t.Errorf("no baseline: %+v", v)
+	}
 	if err := (Guardrails{Margin: 2}).Validate(); err == nil {
 		t.Error("a 200% margin accepted")
 	}
