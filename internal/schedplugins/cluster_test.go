@@ -20,6 +20,7 @@ import (
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/schedplugins"
+	"github.com/schedloop/schedloop/internal/schedplugins/schedtest"
 	"github.com/schedloop/schedloop/internal/trace"
 )
 
@@ -45,23 +46,7 @@ func schedulerConfig(t testing.TB, kubeconfig string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The stock profile keeps its plugins but must share the QueueSort
-	// plugin (kube-scheduler allows one for all profiles); for pods outside
-	// any gang its order is PrioritySort's.
-	return string(shipped) + fmt.Sprintf(`- schedulerName: default-scheduler
-  plugins:
-    queueSort:
-      enabled:
-      - name: SchedloopQueueSort
-      disabled:
-      - name: "*"
-leaderElection:
-  leaderElect: false
-clientConnection:
-  kubeconfig: %s
-  qps: 5000
-  burst: 5000
-`, kubeconfig)
+	return schedtest.WithStockProfile(string(shipped), kubeconfig)
 }
 
 func newEnv(t *testing.T, nodes []trace.Node, profileYAML string) *env {

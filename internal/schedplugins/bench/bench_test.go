@@ -42,6 +42,7 @@ import (
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/schedplugins"
+	"github.com/schedloop/schedloop/internal/schedplugins/schedtest"
 )
 
 var (
@@ -67,23 +68,7 @@ func config(tb testing.TB, kubeconfig string) string {
 		}
 		shipped = strings.Replace(shipped, profile, profile+fmt.Sprintf("  percentageOfNodesToScore: %d\n", *percent), 1)
 	}
-	// The stock profile keeps its plugins but must share the QueueSort
-	// plugin (kube-scheduler allows one for all profiles); for pods outside
-	// any gang its order is PrioritySort's.
-	return shipped + fmt.Sprintf(`- schedulerName: default-scheduler
-  plugins:
-    queueSort:
-      enabled:
-      - name: SchedloopQueueSort
-      disabled:
-      - name: "*"
-leaderElection:
-  leaderElect: false
-clientConnection:
-  kubeconfig: %s
-  qps: 5000
-  burst: 5000
-`, kubeconfig)
+	return schedtest.WithStockProfile(shipped, kubeconfig)
 }
 
 func BenchmarkSchedulerThroughput(b *testing.B) {
