@@ -259,9 +259,14 @@ func (in *Ingester) take(force bool) []schedloop.GPUSample {
 		c := in.queue[0]
 		room := in.opts.BatchSamples - len(batch)
 		if len(batch) == 0 && len(c) <= room {
-			batch = c // common case: no copy
-			in.queue = in.queue[1:]
-			continue
+			if len(in.queue) == 1 || len(c) == room {
+				batch = c // common case: no copy
+				in.queue = in.queue[1:]
+				continue
+			}
+			// Chunks are one scrape each, far smaller than a batch: size
+			// the batch once rather than regrow it chunk by chunk.
+			batch = make([]schedloop.GPUSample, 0, min(queued, in.opts.BatchSamples))
 		}
 		if len(c) > room {
 			batch = append(batch, c[:room]...)

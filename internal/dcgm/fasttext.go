@@ -386,18 +386,25 @@ func (p *fastParser) labels(l []byte) (n int, ok bool) {
 		}
 		ne := i
 		i += 2
-		q := bytes.IndexByte(l[i:], '"')
-		if q < 0 {
-			return 0, false
+		// The value runs to the next quote. A backslash before it is an
+		// escape, left to expfmt; other bytes must be valid UTF-8. Values
+		// are short, so one loop beats three library scans.
+		vs, ascii := i, true
+		for ; i < len(l) && l[i] != '"'; i++ {
+			if l[i] == '\\' {
+				return 0, false
+			}
+			if l[i] >= utf8.RuneSelf {
+				ascii = false
+			}
 		}
-		v := l[i : i+q]
-		if bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
+		if i == len(l) || !ascii && !utf8.Valid(l[vs:i]) {
 			return 0, false
 		}
 		p.seq = append(p.seq, l[ns:ne]...)
 		p.seq = append(p.seq, 0)
-		p.scratch = append(p.scratch, fastPair{name: span{int32(ns), int32(ne)}, value: span{int32(i), int32(i + q)}})
-		i += q + 1
+		p.scratch = append(p.scratch, fastPair{name: span{int32(ns), int32(ne)}, value: span{int32(vs), int32(i)}})
+		i++
 		if i >= len(l) {
 			return 0, false
 		}

@@ -136,7 +136,11 @@ func (s *ExporterScraper) Collect(ctx context.Context) ([]schedloop.GPUSample, e
 	}
 	wg.Wait()
 
-	var all []schedloop.GPUSample
+	n := 0
+	for _, r := range results {
+		n += len(r.samples)
+	}
+	all := make([]schedloop.GPUSample, 0, n)
 	var errs []error
 	for _, r := range results {
 		all = append(all, r.samples...)
