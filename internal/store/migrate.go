@@ -36,7 +36,10 @@ type MigrationState struct {
 // exactly once.
 func (s *Store) migrator() (*goose.Provider, *sql.DB, error) {
 	db := stdlib.OpenDBFromPool(s.pool)
-	locker, err := lock.NewPostgresSessionLocker()
+	// Probe every second (goose's floor) rather than every five: a start-up
+	// that finds another holding the lock waits for a migration that usually
+	// takes milliseconds. Five minutes in all, as goose's default.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
 	if err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("create migration lock: %w", err)

@@ -75,6 +75,43 @@ func TestMigrationsUpDownUp(t *testing.T) {
 	}
 }
 
+// Components starting together (collector, tuner, scheduler) migrate the
+// same empty database at once: each migration is applied exactly once and
+// every start-up ends with the current schema.
+func TestConcurrentMigrationsApplyOnce(t *testing.T) {
+	url := storetest.URL(t)
+	stores := make([]*store.Store, 4)
+	for i := range stores {
+		stores[i] = storetest.Open(t, url)
+	}
+	errs := make(chan error, len(stores))
+	for _, s := range stores {
+		go func() {
+			_, err := s.Migrate(ctx)
+			errs <- err
+		}()
+	}
+	for range stores {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent Migrate: %v", err)
+		}
+	}
+	st, err := stores[0].MigrationStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Current != st.Latest || len(st.Pending) != 0 {
+		t.Fatalf("after concurrent start-ups: %+v", st)
+	}
+	var applied, distinct int
+	if err := stores[0].Pool().QueryRow(ctx, `SELECT count(*), count(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0`).Scan(&applied, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if applied != distinct {
+		t.Errorf("goose_db_version holds %d rows for %d versions: a migration ran twice", applied, distinct)
+	}
+}
+
 func TestMigrateRefusesNewerSchema(t *testing.T) {
 	s := storetest.New(t)
 	if _, err := s.Pool().Exec(ctx, `INSERT INTO goose_db_version (version_id, is_applied) VALUES (999, true)`); err != nil {
