@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -188,8 +189,15 @@ func (s Summary) seconds(v float64) string {
 	return fmt.Sprintf("%.1f s [%s]", v, trace)
 }
 
+// change is after's relative change from before, for figures printed to
+// 0.1 s: a difference the table cannot show (0.0 s against 0.0 s) is no
+// change, not +95%.
 func change(before, after float64) string {
-	if before == 0 {
+	const shown = 0.05
+	switch {
+	case math.Abs(after-before) < shown:
+		return "no change"
+	case before == 0:
 		return "n/a"
 	}
 	return fmt.Sprintf("%+.1f%%", 100*(after-before)/before)
