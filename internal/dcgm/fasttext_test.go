@@ -216,3 +216,26 @@ func FuzzParseTextFastMatchesExpfmt(f *testing.F) {
 func isExpositionError(err error) bool {
 	return strings.HasPrefix(err.Error(), "parse text exposition: ")
 }
+
+// TestFastTextRemembersLabelSets checks that label sets remembered from an
+// earlier page change nothing: the same page parses the same, and a line
+// that starts with a remembered set but is malformed after it is still
+// refused.
+func TestFastTextRemembersLabelSets(t *testing.T) {
+	page := exporterPage(8)
+	first, err, ok := parseTextFast(page, scrapeTime)
+	if !ok || err != nil {
+		t.Fatalf("fast path: ok %v, err %v", ok, err)
+	}
+	again, err, ok := parseTextFast(page, scrapeTime)
+	if !ok || err != nil || !sameSamples(first, again) {
+		t.Fatalf("second parse: ok %v, err %v, same %v", ok, err, sameSamples(first, again))
+	}
+	line, _, _ := bytes.Cut(page[bytes.Index(page, []byte("\n"+MetricGPUUtil+"{"))+1:], []byte("\n"))
+	for _, tail := range []string{" 5 }", "} 5", " {5}", "x 5"} {
+		bad := string(line[:bytes.LastIndexByte(line, '}')+1]) + tail + "\n"
+		if _, _, ok := parseTextFast([]byte(bad), scrapeTime); ok {
+			t.Errorf("fast path accepted %q", bad)
+		}
+	}
+}
