@@ -191,6 +191,7 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 		if err := reloaded(tuned.report.Proposed.Name); err != nil {
 			return sum, err
 		}
+		sum.Predicted = tuned.report.Predicted()
 	}
 	// Phase 2 starts after phase 1's last job ended, so no GPU sample
 	// belongs to both.

@@ -116,6 +116,10 @@ type Summary struct {
 	Before    PhaseSummary `json:"before"`
 	After     PhaseSummary `json:"after"`
 	Dashboard string       `json:"dashboard"`
+	// Predicted is what the tuner's held-out replays expected of the
+	// published profile (tuner.Report.Predicted: metric and baseline_metric
+	// values); nil when nothing was published.
+	Predicted map[string]float64 `json:"predicted,omitempty"`
 }
 
 // phaseJobs reads how many of a phase's jobs the collector stored and has
@@ -160,14 +164,16 @@ func readPhase(ctx context.Context, pool *pgxpool.Pool, p *PhaseSummary, thresho
 func (s Summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\nsummary (read from Postgres; times are wall seconds at %gx, trace time in brackets)\n", s.Speed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "\tbefore: %s\tafter: %s\tchange\n", s.Before.Profile, s.After.Profile)
+	fmt.Fprintf(tw, "\tbefore: %s\tafter: %s\tchange\tpredicted\n", s.Before.Profile, s.After.Profile)
 	b, a := s.Before, s.After
-	fmt.Fprintf(tw, "GPU idle share\t%.1f%% of %d samples\t%.1f%% of %d samples\t%+.1f pts\n",
-		100*b.GPUIdleShare, b.GPUSamples, 100*a.GPUIdleShare, a.GPUSamples, 100*(a.GPUIdleShare-b.GPUIdleShare))
-	fmt.Fprintf(tw, "mean JCT\t%s\t%s\t%s\n", s.seconds(b.MeanJCTSeconds), s.seconds(a.MeanJCTSeconds), change(b.MeanJCTSeconds, a.MeanJCTSeconds))
-	fmt.Fprintf(tw, "high-priority p95 wait\t%s\t%s\t%s\n", s.seconds(b.HighPriorityP95WaitSeconds), s.seconds(a.HighPriorityP95WaitSeconds),
-		change(b.HighPriorityP95WaitSeconds, a.HighPriorityP95WaitSeconds))
-	fmt.Fprintf(tw, "jobs finished (high priority)\t%d/%d (%d)\t%d/%d (%d)\t\n", b.FinishedJobs, b.Jobs, b.HighPriorityJobs, a.FinishedJobs, a.Jobs, a.HighPriorityJobs)
+	fmt.Fprintf(tw, "GPU idle share\t%.1f%% of %d samples\t%.1f%% of %d samples\t%+.1f pts\t%s\n",
+		100*b.GPUIdleShare, b.GPUSamples, 100*a.GPUIdleShare, a.GPUSamples, 100*(a.GPUIdleShare-b.GPUIdleShare),
+		s.predicted("gpu_idle_share", func(before, after float64) string { return fmt.Sprintf("%+.1f pts", 100*(after-before)) }))
+	fmt.Fprintf(tw, "mean JCT\t%s\t%s\t%s\t%s\n", s.seconds(b.MeanJCTSeconds), s.seconds(a.MeanJCTSeconds),
+		change(b.MeanJCTSeconds, a.MeanJCTSeconds), s.predicted("mean_jct_s", change))
+	fmt.Fprintf(tw, "high-priority p95 wait\t%s\t%s\t%s\t%s\n", s.seconds(b.HighPriorityP95WaitSeconds), s.seconds(a.HighPriorityP95WaitSeconds),
+		change(b.HighPriorityP95WaitSeconds, a.HighPriorityP95WaitSeconds), s.predicted("p95_high_priority_wait_s", change))
+	fmt.Fprintf(tw, "jobs finished (high priority)\t%d/%d (%d)\t%d/%d (%d)\t\t\n", b.FinishedJobs, b.Jobs, b.HighPriorityJobs, a.FinishedJobs, a.Jobs, a.HighPriorityJobs)
 	tw.Flush()
 	switch {
 	case !s.Published:
@@ -178,6 +184,20 @@ func (s Summary) print(w io.Writer) {
 		fmt.Fprintf(w, "the tuner published its profile: %s\n", s.Reason)
 	}
 	fmt.Fprintf(w, "both replays: the same %d jobs from %s; dashboard %s\n", b.Jobs, s.Trace, s.Dashboard)
+	if s.Predicted != nil {
+		fmt.Fprintln(w, "predicted: the tuner's replays of the held-out (later 30%) jobs, current profile against the published one")
+	}
+}
+
+// predicted formats the tuner's expected change of metric, baseline to
+// proposal, on its held-out replays ("" without a prediction).
+func (s Summary) predicted(metric string, format func(before, after float64) string) string {
+	before, okB := s.Predicted["baseline_"+metric]
+	after, okA := s.Predicted[metric]
+	if !okB || !okA {
+		return ""
+	}
+	return format(before, after)
 }
 
 func (s Summary) seconds(v float64) string {
