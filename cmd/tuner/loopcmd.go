@@ -97,9 +97,8 @@ func loop(ctx context.Context, args []string, getenv func(string) string, stdout
 		})
 }
 
-// measure is the outcome the cluster actually had in [from, to).
-// measure returns the outcome of the jobs stored between from and to and
-// how many of them finished.
+// measure is the outcome the cluster actually had in [from, to), and how
+// many of the jobs stored for it finished.
 func measure(ctx context.Context, s *store.Store, from, to time.Time, highPriority int32) (tuner.Values, int, error) {
 	jobs, err := s.JobHistory(ctx, from, to)
 	if err != nil {

@@ -4,8 +4,9 @@ package scoring
 // scheduler's gang plugins enforce at Permit: it plans the gang's topology
 // domain (PlanGang; maxLevel >= 0 makes the domain a requirement), then
 // places members one at a time on the node SelectNode prefers under s with
-// the plan set (inside the domain when ConfinedToPlan), allocating as it goes. If any member cannot be placed it
-// releases what it took and returns ok == false, leaving nodes as they were.
+// the plan set (inside the domain when ConfinedToPlan), allocating as it
+// goes. If any member cannot be placed it releases what it took and returns
+// ok == false, leaving nodes as they were.
 // A lone pod (members == 1) gets no plan.
 func PlaceGang(nodes []*Node, r Request, members, depth, maxLevel int, s Scorer) (allocs []Allocation, nodeIdx []int, ok bool) {
 	if members > 1 {

@@ -30,20 +30,7 @@ type ScoreFunc func(i int, n *Node) (float64, []int)
 // SelectNode filters nodes with Fit, scores the feasible ones and returns
 // the index of the best by Better, with its devices; -1 when none fits.
 func SelectNode(nodes []*Node, r Request, score ScoreFunc) (best int, devices []int) {
-	best = -1
-	var bestScore float64
-	for i, n := range nodes {
-		if n.Fit(r) != Fits {
-			continue
-		}
-		v, d := score(i, n)
-		if v < 0 {
-			continue
-		}
-		if best < 0 || Better(v, n.Name, bestScore, nodes[best].Name) {
-			best, bestScore, devices = i, v, d
-		}
-	}
+	best, devices, _ = SelectNodeSampled(nodes, r, 0, len(nodes), score)
 	return best, devices
 }
 

@@ -84,9 +84,6 @@ func (p *placer) pick(r scoring.Request, shape int, pod uint64) (int, []int) {
 		row[i] = cached{gen: p.gen[i] + 1, score: v, devices: d}
 		return v, d
 	}
-	if p.toFind >= len(p.nodes) {
-		return scoring.SelectNode(p.nodes, r, score)
-	}
 	best, devices, processed := scoring.SelectNodeSampled(p.nodes, r, p.next, p.toFind, score)
 	p.next = (p.next + processed) % len(p.nodes)
 	return best, devices
