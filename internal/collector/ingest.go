@@ -170,7 +170,7 @@ func (in *Ingester) Lag(now time.Time) time.Duration {
 // the spool; when the spool is full too (or absent), the new samples are
 // dropped and counted. It never waits for Postgres.
 func (in *Ingester) Add(samples []schedloop.GPUSample) {
-	valid := samples[:0:0]
+	var valid []schedloop.GPUSample // stays nil, and samples is queued as is, unless one is invalid
 	for i := range samples {
 		if samples[i].Time.IsZero() || samples[i].GPUUUID == "" {
 			if valid == nil {

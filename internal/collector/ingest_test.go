@@ -93,6 +93,26 @@ func TestIngestCountsWhatDoesNotFit(t *testing.T) {
 	}
 }
 
+// TestAddQueuesValidSamplesWithoutCopying: a scrape's samples are queued as
+// they are. Copying every page into a fresh slice doubled the collector's
+// allocation rate.
+func TestAddQueuesValidSamplesWithoutCopying(t *testing.T) {
+	in, err := collector.NewIngester(&failingWriter{}, collector.IngestOptions{BufferSamples: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := batch(512, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	// Queuing a slice header may grow the queue now and then; a copy of
+	// the page would be one allocation of 512 samples every time.
+	allocs := testing.AllocsPerRun(200, func() { in.Add(page) })
+	if allocs > 0.5 {
+		t.Errorf("Add allocated %.2f times per call, want the page queued without a copy", allocs)
+	}
+	if got := in.Buffered(); got != 201*512 {
+		t.Errorf("buffered %d samples, want %d", got, 201*512)
+	}
+}
+
 func TestIngestSpoolsAtExitAndResumes(t *testing.T) {
 	dir := t.TempDir()
 	w := &failingWriter{down: true}

@@ -3,9 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/schedloop/schedloop"
 )
@@ -22,14 +19,12 @@ func (s *Store) CopyGPUSamplesOnce(ctx context.Context, batchID string, samples 
 	if batchID == "" {
 		return false, fmt.Errorf("copy GPU sample batch: empty batch id")
 	}
-	if len(samples) > 0 {
-		from, to := samples[0].Time, samples[0].Time
-		for i := range samples {
-			from, to = minT(from, samples[i].Time), maxT(to, samples[i].Time)
-		}
-		if err := s.EnsureSamplePartitions(ctx, from, to); err != nil {
-			return false, fmt.Errorf("copy GPU sample batch %s: %w", batchID, err)
-		}
+	days, err := sampleDays(samples)
+	if err != nil {
+		return false, fmt.Errorf("copy GPU sample batch %s: %w", batchID, err)
+	}
+	if err := s.ensureDayPartitions(ctx, days); err != nil {
+		return false, fmt.Errorf("copy GPU sample batch %s: %w", batchID, err)
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -45,7 +40,7 @@ func (s *Store) CopyGPUSamplesOnce(ctx context.Context, batchID string, samples 
 		return false, nil
 	}
 	if len(samples) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"gpu_samples"}, sampleColumns, &sampleSource{rows: samples}); err != nil {
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, &sampleCopyReader{rows: samples}, copySamplesSQL); err != nil {
 			return false, fmt.Errorf("copy GPU sample batch %s (%d samples): %w", batchID, len(samples), err)
 		}
 	}
@@ -66,18 +61,4 @@ func (s *Store) BatchStored(ctx context.Context, batchID string) (bool, error) {
 		return false, fmt.Errorf("look up sample batch %s: %w", batchID, err)
 	}
 	return ok, nil
-}
-
-func minT(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func maxT(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

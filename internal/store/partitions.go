@@ -66,6 +66,11 @@ func (s *Store) EnsureSamplePartitions(ctx context.Context, from, to time.Time) 
 	for d := dayOf(from); !d.After(dayOf(to)); d = d.AddDate(0, 0, 1) {
 		days = append(days, d)
 	}
+	return s.ensureDayPartitions(ctx, days)
+}
+
+// ensureDayPartitions creates the partitions of days that do not exist yet.
+func (s *Store) ensureDayPartitions(ctx context.Context, days []time.Time) error {
 	for _, day := range s.partitions.missing(days) {
 		if err := s.createDayPartition(ctx, day); err != nil {
 			return err

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,25 +16,6 @@ var sampleColumns = []string{
 	"gpu_util", "gr_engine_active", "sm_active", "fb_used_mib", "power_w",
 }
 
-// sampleSource streams samples into pgx's binary COPY without building an
-// intermediate [][]any of the whole batch.
-type sampleSource struct {
-	rows []schedloop.GPUSample
-	i    int
-	buf  [12]any
-}
-
-func (s *sampleSource) Next() bool { s.i++; return s.i <= len(s.rows) }
-func (s *sampleSource) Err() error { return nil }
-func (s *sampleSource) Values() ([]any, error) {
-	r := &s.rows[s.i-1]
-	s.buf = [12]any{
-		r.Time, r.GPUUUID, r.Node, int16(r.GPUIndex), r.PodNamespace, r.PodName, r.Container,
-		float32(r.GPUUtil), float32(r.GrEngineActive), float32(r.SMActive), float32(r.FBUsedMiB), float32(r.PowerWatts),
-	}
-	return s.buf[:], nil
-}
-
 // CopyGPUSamples bulk-loads samples with COPY after making sure their days
 // have partitions. It is all-or-nothing: on error no row of the batch is
 // stored, so the caller can retry the same batch.
@@ -41,30 +23,50 @@ func (s *Store) CopyGPUSamples(ctx context.Context, samples []schedloop.GPUSampl
 	if len(samples) == 0 {
 		return 0, nil
 	}
-	from, to := samples[0].Time, samples[0].Time
-	for i := range samples {
-		t := samples[i].Time
-		if t.IsZero() {
-			return 0, fmt.Errorf("copy GPU samples: sample %d (GPU %q) has no timestamp", i, samples[i].GPUUUID)
-		}
-		if samples[i].GPUUUID == "" {
-			return 0, fmt.Errorf("copy GPU samples: sample %d at %s has no GPU UUID", i, t.Format(time.RFC3339))
-		}
-		if t.Before(from) {
-			from = t
-		}
-		if t.After(to) {
-			to = t
-		}
-	}
-	if err := s.EnsureSamplePartitions(ctx, from, to); err != nil {
+	days, err := sampleDays(samples)
+	if err != nil {
 		return 0, fmt.Errorf("copy GPU samples: %w", err)
 	}
-	n, err := s.pool.CopyFrom(ctx, pgx.Identifier{"gpu_samples"}, sampleColumns, &sampleSource{rows: samples})
+	if err := s.ensureDayPartitions(ctx, days); err != nil {
+		return 0, fmt.Errorf("copy GPU samples: %w", err)
+	}
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("copy %d GPU samples: %w", len(samples), err)
 	}
-	return n, nil
+	defer conn.Release()
+	tag, err := conn.Conn().PgConn().CopyFrom(ctx, &sampleCopyReader{rows: samples}, copySamplesSQL)
+	if err != nil {
+		return 0, fmt.Errorf("copy %d GPU samples: %w", len(samples), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// sampleDays checks that every sample has a time and a GPU, and returns the
+// UTC days the samples fall on. Only those days get partitions: a batch's
+// time span could be years wide when one exporter's clock is wrong, and a
+// partition for every day in between would exhaust Postgres's lock table.
+func sampleDays(samples []schedloop.GPUSample) ([]time.Time, error) {
+	var days []time.Time
+	var last time.Time
+	for i := range samples {
+		t := samples[i].Time
+		if t.IsZero() {
+			return nil, fmt.Errorf("sample %d (GPU %q) has no timestamp", i, samples[i].GPUUUID)
+		}
+		if samples[i].GPUUUID == "" {
+			return nil, fmt.Errorf("sample %d at %s has no GPU UUID", i, t.Format(time.RFC3339))
+		}
+		// Scrapes arrive in time order, so comparing with the previous
+		// sample's day settles almost every sample without a search.
+		if d := dayOf(t); !d.Equal(last) {
+			last = d
+			if !slices.ContainsFunc(days, d.Equal) {
+				days = append(days, d)
+			}
+		}
+	}
+	return days, nil
 }
 
 // RollupGPUMinutes folds raw samples in [from, to) into gpu_minutes. It is

@@ -185,3 +185,101 @@ func TestDropSamplePartitionsBefore(t *testing.T) {
 		t.Error("partition for a dropped day was not recreated")
 	}
 }
+
+// TestCopiedSamplesReadBackExactly checks the binary COPY encoding against
+// what Postgres stores: every column, odd values included.
+func TestCopiedSamplesReadBackExactly(t *testing.T) {
+	s := storetest.New(t)
+	day := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	in := []schedloop.GPUSample{
+		{Time: day.Add(123_456_789 * time.Nanosecond), GPUUUID: "GPU-a", Node: "node-1", GPUIndex: 7, PodNamespace: "ml",
+			PodName: "train-0", Container: "main", GPUUtil: 0.1, GrEngineActive: 0.25, SMActive: 1, FBUsedMiB: 81559, PowerWatts: 312.7},
+		{Time: day.Add(-time.Microsecond), GPUUUID: "GPU-ü-ß", Node: "", GPUIndex: 0, PodName: strings.Repeat("x", 100_000),
+			GPUUtil: math.MaxFloat32, PowerWatts: -1.5},
+		{Time: day.Add(-time.Hour + 999), GPUUUID: "GPU-c", GPUIndex: 32767},
+	}
+	if _, err := s.CopyGPUSamples(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Pool().Query(ctx, `SELECT ts, gpu_uuid, node, gpu_index, pod_namespace, pod_name, container,
+		gpu_util, gr_engine_active, sm_active, fb_used_mib, power_w FROM gpu_samples ORDER BY gpu_uuid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []schedloop.GPUSample
+	for rows.Next() {
+		var g schedloop.GPUSample
+		var idx int16
+		var f [5]float32
+		if err := rows.Scan(&g.Time, &g.GPUUUID, &g.Node, &idx, &g.PodNamespace, &g.PodName, &g.Container, &f[0], &f[1], &f[2], &f[3], &f[4]); err != nil {
+			t.Fatal(err)
+		}
+		g.GPUIndex = int(idx)
+		g.GPUUtil, g.GrEngineActive, g.SMActive, g.FBUsedMiB, g.PowerWatts = float64(f[0]), float64(f[1]), float64(f[2]), float64(f[3]), float64(f[4])
+		got = append(got, g)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(in) {
+		t.Fatalf("read back %d rows, want %d", len(got), len(in))
+	}
+	order := []int{0, 2, 1} // by gpu_uuid
+	for i, j := range order {
+		w := in[j]
+		w.Time = w.Time.Truncate(time.Microsecond)
+		for _, v := range []*float64{&w.GPUUtil, &w.GrEngineActive, &w.SMActive, &w.FBUsedMiB, &w.PowerWatts} {
+			*v = float64(float32(*v))
+		}
+		g := got[i]
+		if !g.Time.Equal(w.Time) {
+			t.Errorf("row %s: ts %s, want %s", w.GPUUUID, g.Time, w.Time)
+		}
+		g.Time = w.Time
+		if g != w {
+			t.Errorf("row %s read back as\n%+v\nwant\n%+v", w.GPUUUID, trimmed(g), trimmed(w))
+		}
+	}
+}
+
+func trimmed(s schedloop.GPUSample) schedloop.GPUSample {
+	if len(s.PodName) > 40 {
+		s.PodName = s.PodName[:40] + "..."
+	}
+	return s
+}
+
+// TestStraySampleTimeMakesOnePartition: one exporter with a clock decades
+// off must cost one partition for its day, not one per day in between.
+func TestStraySampleTimeMakesOnePartition(t *testing.T) {
+	s := storetest.New(t)
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	stray := time.Date(1970, 1, 1, 0, 0, 5, 0, time.UTC)
+	batch := []schedloop.GPUSample{{Time: now, GPUUUID: "GPU-a"}, {Time: stray, GPUUUID: "GPU-b"}, {Time: now.Add(time.Second), GPUUUID: "GPU-a"}}
+	if _, err := s.CopyGPUSamples(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CopyGPUSamplesOnce(ctx, "stray-batch", []schedloop.GPUSample{{Time: stray.AddDate(1, 0, 0), GPUUUID: "GPU-c"}, {Time: now, GPUUUID: "GPU-c"}}); err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	rows, err := s.Pool().Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'gpu_samples'::regclass AND c.relname <> 'gpu_samples_default' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, name)
+	}
+	want := []string{"gpu_samples_p19700101", "gpu_samples_p19710101", "gpu_samples_p20260501"}
+	if strings.Join(parts, " ") != strings.Join(want, " ") {
+		t.Errorf("partitions %v, want %v", parts, want)
+	}
+	if n, err := s.CountGPUSamples(ctx, stray.Add(-time.Hour), now.Add(time.Hour)); err != nil || n != 5 {
+		t.Errorf("stored %d samples (err %v), want 5", n, err)
+	}
+}
