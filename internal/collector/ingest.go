@@ -32,6 +32,7 @@ type OnceWriter interface {
 const (
 	DefaultBufferSamples = 1_000_000
 	DefaultBatchSamples  = 20_000
+	DefaultWriters       = 2
 	DefaultSpoolMaxBytes = 1 << 30
 	DefaultFlushInterval = time.Second
 	DefaultDrainTimeout  = 5 * time.Second
@@ -46,7 +47,9 @@ type IngestOptions struct {
 	BufferSamples int
 	// BatchSamples caps one COPY.
 	BatchSamples int
-	// Writers is the number of COPYs run at once; default 1.
+	// Writers is the number of COPYs run at once; default 2, so that one
+	// batch is encoded and sent while Postgres inserts the other (about a
+	// tenth more samples/s than one writer on two cores).
 	Writers int
 	// SpoolDir, when set, receives the oldest buffered samples when memory
 	// is full and whatever is still buffered at exit, up to SpoolMaxBytes.
@@ -80,6 +83,8 @@ type Ingester struct {
 	queue    [][]schedloop.GPUSample // oldest first
 	buffered int                     // samples in queue plus in flight
 	oldest   time.Time               // oldest sample not yet written (approximate: per chunk)
+	// flushing makes writers take partial batches until the queue is empty.
+	flushing bool
 	wake     chan struct{}
 }
 
@@ -92,7 +97,7 @@ func NewIngester(w SampleWriter, opts IngestOptions) (*Ingester, error) {
 		opts.BatchSamples = DefaultBatchSamples
 	}
 	if opts.Writers <= 0 {
-		opts.Writers = 1
+		opts.Writers = DefaultWriters
 	}
 	if opts.SpoolMaxBytes <= 0 {
 		opts.SpoolMaxBytes = DefaultSpoolMaxBytes
@@ -243,6 +248,19 @@ func (in *Ingester) Add(samples []schedloop.GPUSample) {
 	}
 }
 
+// Flush has what is queued written now, the last partial batch included,
+// rather than after FlushInterval: the end of a scrape round, whose samples
+// should not wait for the next round or the next tick.
+func (in *Ingester) Flush() {
+	in.mu.Lock()
+	in.flushing = true
+	in.mu.Unlock()
+	select {
+	case in.wake <- struct{}{}:
+	default:
+	}
+}
+
 // take removes up to BatchSamples queued samples, whole chunks first.
 func (in *Ingester) take(force bool) []schedloop.GPUSample {
 	in.mu.Lock()
@@ -251,7 +269,11 @@ func (in *Ingester) take(force bool) []schedloop.GPUSample {
 	for _, c := range in.queue {
 		queued += len(c)
 	}
-	if queued == 0 || (!force && queued < in.opts.BatchSamples) {
+	if queued == 0 {
+		in.flushing = false
+		return nil
+	}
+	if !force && !in.flushing && queued < in.opts.BatchSamples {
 		return nil
 	}
 	var batch []schedloop.GPUSample

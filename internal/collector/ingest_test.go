@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,4 +267,30 @@ func TestIngestLosesNothingWhilePostgresRestarts(t *testing.T) {
 	if n != int64(want) || dropped != 0 {
 		t.Fatalf("stored %d samples and dropped %v, want %v stored and none dropped", n, dropped, want)
 	}
+}
+
+// roundSource returns one scrape round of n samples per call.
+type roundSource struct {
+	n     int
+	calls atomic.Int32
+}
+
+func (r *roundSource) Collect(context.Context) ([]schedloop.GPUSample, error) {
+	i := r.calls.Add(1)
+	return batch(r.n, time.Date(2026, 1, 1, 0, 0, int(i), 0, time.UTC)), nil
+}
+
+// TestScrapeRoundIsWrittenWithoutWaitingForABatch: a round smaller than a
+// batch is written when the round ends, not after FlushInterval.
+func TestScrapeRoundIsWrittenWithoutWaitingForABatch(t *testing.T) {
+	w := &failingWriter{}
+	in, err := collector.NewIngester(w, collector.IngestOptions{BatchSamples: 10_000, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go in.Run(ctx)
+	go collector.Scrape(ctx, &roundSource{n: 16}, time.Hour, in, nil)
+	waitFor(t, "the first round to be written", 5*time.Second, func() bool { return w.n() == 16 })
 }

@@ -21,6 +21,12 @@ type Sink interface {
 	Add(samples []schedloop.GPUSample)
 }
 
+// Flusher is a Sink that can be told a round of samples is complete, so it
+// writes them now rather than waiting to fill a batch; *Ingester is one.
+type Flusher interface {
+	Flush()
+}
+
 // Scrape collects from src every interval until ctx ends. Failed endpoints
 // are logged and left to the source's own error counters; collection goes on.
 func Scrape(ctx context.Context, src Source, every time.Duration, sink Sink, log *slog.Logger) error {
@@ -36,6 +42,11 @@ func Scrape(ctx context.Context, src Source, every time.Duration, sink Sink, log
 		}
 		if len(samples) > 0 {
 			sink.Add(samples)
+			// The next round is a whole interval away: waiting for more
+			// samples to fill a batch would only delay these.
+			if f, ok := sink.(Flusher); ok {
+				f.Flush()
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -164,44 +164,14 @@ func (s *ExporterScraper) scrape(ctx context.Context, target string) ([]schedloo
 
 	stage := stageFetch
 	samples, err := func() ([]schedloop.GPUSample, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-		if err != nil {
-			return nil, fmt.Errorf("build request: %w", err)
-		}
-		req.Header.Set("Accept", acceptHeader)
-		client := s.Client
-		if client == nil {
-			client = defaultClient
-		}
-		resp, err := client.Do(req)
+		limit := cmpOr(s.MaxBodyBytes, DefaultMaxBodyBytes)
+		page, format, release, err := s.fetch(ctx, target, limit, &stage)
 		if err != nil {
 			return nil, err
 		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			stage = stageStatus
-			return nil, fmt.Errorf("HTTP status %s", resp.Status)
-		}
-		limit := cmpOr(s.MaxBodyBytes, DefaultMaxBodyBytes)
-		buf := bodyPool.Get().(*bytes.Buffer)
-		buf.Reset()
-		defer func() {
-			if buf.Cap() <= maxPooledBody {
-				bodyPool.Put(buf)
-			}
-		}()
-		if n := resp.ContentLength; n > 0 && n <= limit {
-			buf.Grow(int(n) + 1) // +1: ReadFrom wants room to see EOF
-		}
-		if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
-			return nil, fmt.Errorf("read body: %w", err)
-		}
-		if int64(buf.Len()) > limit {
-			stage = stageStatus
-			return nil, fmt.Errorf("body exceeds %d bytes", limit)
-		}
+		defer release()
 		stage = stageParse
-		set, err := parsePage(buf.Bytes(), expfmt.ResponseFormat(resp.Header), now())
+		set, err := parsePage(page, format, now())
 		if err != nil {
 			return nil, err
 		}
@@ -212,6 +182,91 @@ func (s *ExporterScraper) scrape(ctx context.Context, target string) ([]schedloo
 	}()
 	s.Metrics.observe(stage, err, len(samples), time.Since(start))
 	return samples, err
+}
+
+// fetch returns target's page and its format; release returns the page's
+// buffer once the page is parsed. A failure sets *stage to stageStatus when
+// the exporter answered but not with a page.
+func (s *ExporterScraper) fetch(ctx context.Context, target string, limit int64, stage *string) (page []byte, format expfmt.Format, release func(), err error) {
+	if s.Client == nil {
+		t, err := defaultPageClient.target(target)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("build request: %w", err)
+		}
+		if t.direct {
+			bp := pagePool.Get().(*[]byte)
+			resp, body, err := defaultPageClient.get(ctx, t, *bp, limit)
+			release := func() {
+				if cap(body) <= maxPooledBody {
+					*bp = body[:0]
+					pagePool.Put(bp)
+				}
+			}
+			switch {
+			case errors.Is(err, errUseNetHTTP):
+				release()
+			case errors.As(err, new(errBodyTooLarge)):
+				release()
+				*stage = stageStatus
+				return nil, "", nil, err
+			case err != nil:
+				release()
+				return nil, "", nil, err
+			case resp.status != http.StatusOK:
+				release()
+				*stage = stageStatus
+				return nil, "", nil, fmt.Errorf("HTTP status %s", resp.statusLine)
+			default:
+				return body, resp.format, release, nil
+			}
+		}
+	}
+	return s.fetchNetHTTP(ctx, target, limit, stage)
+}
+
+// pagePool recycles the fast path's page buffers, as bodyPool does for
+// net/http's.
+var pagePool = sync.Pool{New: func() any { return new([]byte) }}
+
+func (s *ExporterScraper) fetchNetHTTP(ctx context.Context, target string, limit int64, stage *string) ([]byte, expfmt.Format, func(), error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Accept", acceptHeader)
+	client := s.Client
+	if client == nil {
+		client = defaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		*stage = stageStatus
+		return nil, "", nil, fmt.Errorf("HTTP status %s", resp.Status)
+	}
+	buf := bodyPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	release := func() {
+		if buf.Cap() <= maxPooledBody {
+			bodyPool.Put(buf)
+		}
+	}
+	if n := resp.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n) + 1) // +1: ReadFrom wants room to see EOF
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
+		release()
+		return nil, "", nil, fmt.Errorf("read body: %w", err)
+	}
+	if int64(buf.Len()) > limit {
+		release()
+		*stage = stageStatus
+		return nil, "", nil, errBodyTooLarge{limit}
+	}
+	return buf.Bytes(), expfmt.ResponseFormat(resp.Header), release, nil
 }
 
 func cmpOr[T int | int64 | time.Duration](v, def T) T {
