@@ -1,12 +1,12 @@
 package collector_test
 
 import (
-	"os"
-	"strconv"
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
