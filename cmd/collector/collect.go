@@ -48,6 +48,8 @@ type collectConfig struct {
 	scrapeInterval    time.Duration
 	bufferSamples     int
 	batchSamples      int
+	ingestWriters     int
+	scrapeConcurrency int
 	spoolDir          string
 	spoolMaxBytes     int64
 	idleThreshold     float64
@@ -67,6 +69,8 @@ func registerCollectFlags(fs *flag.FlagSet, getenv func(string) string) *collect
 	fs.DurationVar(&c.scrapeInterval, "scrape-interval", 15*time.Second, "how often GPU telemetry is collected")
 	fs.IntVar(&c.bufferSamples, "buffer-samples", collector.DefaultBufferSamples, "GPU samples held in memory while Postgres is slow or away")
 	fs.IntVar(&c.batchSamples, "batch-samples", collector.DefaultBatchSamples, "most GPU samples sent in one COPY")
+	fs.IntVar(&c.ingestWriters, "ingest-writers", collector.DefaultWriters, "COPYs of GPU samples run at once (each holds a Postgres connection)")
+	fs.IntVar(&c.scrapeConcurrency, "scrape-concurrency", dcgm.DefaultScrapeConcurrency, "dcgm-exporter targets scraped at once")
 	fs.StringVar(&c.spoolDir, "spool-dir", "", "directory for samples that do not fit in memory while Postgres is away, and for what is buffered at exit (empty: no spool)")
 	fs.Int64Var(&c.spoolMaxBytes, "spool-max-bytes", collector.DefaultSpoolMaxBytes, "size limit of -spool-dir")
 	fs.Float64Var(&c.idleThreshold, "idle-threshold", store.DefaultIdleThreshold, "engine activity (0..1) below which a GPU held by a pod counts as allocated but idle")
@@ -83,6 +87,10 @@ func (c *collectConfig) validate() error {
 		return fmt.Errorf("flag -buffer-samples %d: want a positive number", c.bufferSamples)
 	case c.batchSamples <= 0:
 		return fmt.Errorf("flag -batch-samples %d: want a positive number", c.batchSamples)
+	case c.ingestWriters <= 0:
+		return fmt.Errorf("flag -ingest-writers %d: want a positive number", c.ingestWriters)
+	case c.scrapeConcurrency <= 0:
+		return fmt.Errorf("flag -scrape-concurrency %d: want a positive number", c.scrapeConcurrency)
 	case c.spoolMaxBytes <= 0:
 		return fmt.Errorf("flag -spool-max-bytes %d: want a positive number", c.spoolMaxBytes)
 	case !(c.idleThreshold > 0 && c.idleThreshold <= 1):
@@ -174,7 +182,7 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 	m := collector.NewMetrics()
 	roller := &collector.Roller{Store: s, Threshold: c.idleThreshold, Every: c.rollupEvery, Metrics: m, Logger: log}
 	ing, err := collector.NewIngester(s, collector.IngestOptions{
-		BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes,
+		BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, Writers: c.ingestWriters, SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes,
 		Permanent: store.Permanent, OnWritten: roller.Written, Logger: log, Metrics: m,
 	})
 	if err != nil {
@@ -197,7 +205,7 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 	if len(c.exporterURLs) > 0 || len(targets) > 1 {
 		sm := dcgm.NewScrapeMetrics()
 		collectors = append(collectors, sm)
-		sources = append(sources, &dcgm.ExporterScraper{Targets: targets, Metrics: sm, Timeout: min(c.scrapeInterval, dcgm.DefaultScrapeTimeout),
+		sources = append(sources, &dcgm.ExporterScraper{Targets: targets, Metrics: sm, Concurrency: c.scrapeConcurrency, Timeout: min(c.scrapeInterval, dcgm.DefaultScrapeTimeout),
 			Inventory: inv.Observe})
 	}
 	var stopEngine func()
@@ -259,7 +267,7 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 		run("cluster watcher", func() error { return watcher.Run(ctx) })
 	}
 	log.Info("collection started", "telemetry_sources", len(sources), "cluster", cfg != nil, "ingest", fmt.Sprint(collector.IngestOptions{
-		BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes}))
+		BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, Writers: c.ingestWriters, SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes}))
 	return p, nil
 }
 

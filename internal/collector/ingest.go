@@ -470,5 +470,5 @@ func maxTime(a, b time.Time) time.Time {
 
 // String describes the options for the start-up log.
 func (o IngestOptions) String() string {
-	return fmt.Sprintf("buffer %d samples, batch %d, spool %q (max %d bytes)", o.BufferSamples, o.BatchSamples, o.SpoolDir, o.SpoolMaxBytes)
+	return fmt.Sprintf("buffer %d samples, batch %d, %d writers, spool %q (max %d bytes)", o.BufferSamples, o.BatchSamples, o.Writers, o.SpoolDir, o.SpoolMaxBytes)
 }
