@@ -70,7 +70,9 @@ const (
 	maxChunkLine = 4096
 	// maxTargets bounds the per-target cache; when full it starts over.
 	maxTargets     = 1 << 16
-	pageReadBuffer = 64 << 10
+	// pageReadBuffer holds a response head and the start of the body; the
+	// rest of a larger page is read straight into the page buffer.
+	pageReadBuffer = 16 << 10
 )
 
 // pageTarget is what a target URL needs, worked out once: whether pageClient
@@ -87,7 +89,7 @@ type pageTarget struct {
 // pageConn is one kept-alive connection with its read buffer.
 type pageConn struct {
 	net.Conn
-	br       *bufio.Reader
+	r        responseReader
 	lastUsed time.Time
 	// The format of the last Content-Type seen: an exporter answers with
 	// the same one every time, and parsing it costs a map.
@@ -170,7 +172,7 @@ func (c *pageClient) get(ctx context.Context, t *pageTarget, body []byte, limit 
 			if err != nil {
 				return pageResponse{}, body, err
 			}
-			conn, reused = &pageConn{Conn: nc, br: bufio.NewReaderSize(nc, pageReadBuffer)}, false
+			conn, reused = &pageConn{Conn: nc, r: responseReader{bufio.NewReaderSize(nc, pageReadBuffer), nc}}, false
 		}
 		resp, out, keep, err := c.roundTrip(ctx, conn, reused, t.request, body[:0], limit)
 		if err == nil && keep {
@@ -250,14 +252,14 @@ func (c *pageClient) roundTrip(ctx context.Context, conn *pageConn, reused bool,
 	if reused {
 		// Nothing of the response is read yet: an EOF or reset here is a
 		// connection the server closed while it sat idle.
-		if _, err := conn.br.Peek(1); err != nil {
+		if _, err := conn.r.Peek(1); err != nil {
 			if isStale(err) {
 				return resp, body, false, errStaleConn
 			}
 			return resp, body, false, err
 		}
 	}
-	head, out, err := readResponse(conn.br, body, limit)
+	head, out, err := readResponse(&conn.r, body, limit)
 	if err != nil {
 		return resp, out, false, err
 	}
@@ -273,7 +275,7 @@ func (c *pageClient) roundTrip(ctx context.Context, conn *pageConn, reused bool,
 // readResponse reads one response into body: its head, and its body when the
 // status is 200 (other statuses' bodies are read and dropped, so the
 // connection stays usable, up to maxErrorBody).
-func readResponse(br *bufio.Reader, body []byte, limit int64) (responseHead, []byte, error) {
+func readResponse(br *responseReader, body []byte, limit int64) (responseHead, []byte, error) {
 	head, err := readResponseHead(br)
 	if err != nil {
 		return head, body, err
@@ -337,7 +339,7 @@ type responseHead struct {
 
 // readResponseHead reads the status line and headers, skipping interim 1xx
 // responses.
-func readResponseHead(br *bufio.Reader) (responseHead, error) {
+func readResponseHead(br *responseReader) (responseHead, error) {
 	for {
 		h, err := readOneHead(br)
 		if err != nil {
@@ -353,7 +355,7 @@ func readResponseHead(br *bufio.Reader) (responseHead, error) {
 	}
 }
 
-func readOneHead(br *bufio.Reader) (responseHead, error) {
+func readOneHead(br *responseReader) (responseHead, error) {
 	h := responseHead{contentLength: -1}
 	read := 0
 	line, err := readHeadLine(br, &read)
@@ -449,11 +451,21 @@ func readOneHead(br *bufio.Reader) (responseHead, error) {
 
 // readHeadLine reads one line of the head without its CRLF (or bare LF),
 // counting bytes against maxHeaderBytes.
-func readHeadLine(br *bufio.Reader, read *int) ([]byte, error) {
+func readHeadLine(br *responseReader, read *int) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
 	*read += len(line)
-	if errors.Is(err, bufio.ErrBufferFull) || *read > maxHeaderBytes {
-		return nil, fmt.Errorf("HTTP response head exceeds %d bytes", min(maxHeaderBytes, *read))
+	var long []byte
+	// A line longer than the buffer is rare (a huge cookie, say): gather it.
+	for errors.Is(err, bufio.ErrBufferFull) && *read <= maxHeaderBytes {
+		long = append(long, line...)
+		line, err = br.ReadSlice('\n')
+		*read += len(line)
+	}
+	if *read > maxHeaderBytes {
+		return nil, fmt.Errorf("HTTP response head exceeds %d bytes", maxHeaderBytes)
+	}
+	if long != nil {
+		line = append(long, line...)
 	}
 	if err != nil {
 		if errors.Is(err, io.EOF) && *read > 0 {
@@ -469,7 +481,7 @@ func readHeadLine(br *bufio.Reader, read *int) ([]byte, error) {
 }
 
 // readBody reads the body the head announces into body, up to limit bytes.
-func readBody(br *bufio.Reader, h responseHead, body []byte, limit int64) ([]byte, error) {
+func readBody(br *responseReader, h responseHead, body []byte, limit int64) ([]byte, error) {
 	switch {
 	case h.noBody:
 		return body, nil
@@ -485,11 +497,29 @@ func readBody(br *bufio.Reader, h responseHead, body []byte, limit int64) ([]byt
 	}
 }
 
+// responseReader reads responses from a connection: lines and small reads
+// through the bufio.Reader, and, once its buffer is drained, the bulk of a
+// body straight from conn into the page buffer, so a page is copied once.
+type responseReader struct {
+	*bufio.Reader
+	conn io.Reader // what the bufio.Reader reads from
+}
+
 // readFull appends exactly n bytes.
-func readFull(br *bufio.Reader, body []byte, n int) ([]byte, error) {
+func readFull(br *responseReader, body []byte, n int) ([]byte, error) {
 	start := len(body)
 	body = growLen(body, n)
-	if _, err := io.ReadFull(br, body[start:]); err != nil {
+	dst := body[start:]
+	got := 0
+	if b := br.Buffered(); b > 0 {
+		// Served from the buffer, without a read from the connection.
+		got, _ = br.Read(dst[:min(b, n)])
+	}
+	var err error
+	if got < n {
+		_, err = io.ReadFull(br.conn, dst[got:])
+	}
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
@@ -498,7 +528,7 @@ func readFull(br *bufio.Reader, body []byte, n int) ([]byte, error) {
 	return body, nil
 }
 
-func readToEOF(br *bufio.Reader, body []byte, limit int64) ([]byte, error) {
+func readToEOF(br *responseReader, body []byte, limit int64) ([]byte, error) {
 	for {
 		if len(body) == cap(body) {
 			body = append(body, 0)[:len(body)]
@@ -518,7 +548,7 @@ func readToEOF(br *bufio.Reader, body []byte, limit int64) ([]byte, error) {
 }
 
 // readChunked decodes a chunked body, then reads and ignores trailers.
-func readChunked(br *bufio.Reader, body []byte, limit int64) ([]byte, error) {
+func readChunked(br *responseReader, body []byte, limit int64) ([]byte, error) {
 	read := 0
 	for {
 		line, err := readHeadLine(br, &read)
