@@ -69,7 +69,7 @@ const (
 	// net/http does.
 	maxChunkLine = 4096
 	// maxTargets bounds the per-target cache; when full it starts over.
-	maxTargets     = 1 << 16
+	maxTargets = 1 << 16
 	// pageReadBuffer holds a response head and the start of the body; the
 	// rest of a larger page is read straight into the page buffer.
 	pageReadBuffer = 16 << 10
