@@ -26,7 +26,7 @@ import (
 // label, yields an error naming the metric, since the page is then not
 // dcgm-exporter's.
 func ParseExporter(r io.Reader, format expfmt.Format, at time.Time) ([]schedloop.GPUSample, error) {
-	if format.FormatType() == expfmt.TypeOpenMetrics {
+	if isOpenMetrics(format) {
 		set, err := parseOpenMetrics(r, format, at)
 		if err != nil {
 			return nil, err
@@ -47,7 +47,7 @@ func ParseExporter(r io.Reader, format expfmt.Format, at time.Time) ([]schedloop
 // parsePage parses a whole page held in memory without copying it; the
 // samples returned do not refer to page, so the caller may reuse it.
 func parsePage(page []byte, format expfmt.Format, at time.Time) (*sampleSet, error) {
-	if format.FormatType() == expfmt.TypeOpenMetrics {
+	if isOpenMetrics(format) {
 		return parseOpenMetrics(bytes.NewReader(page), format, at)
 	}
 	if set, err, ok := parseTextFastSet(page, at); ok {
@@ -65,6 +65,16 @@ func parsePage(page []byte, format expfmt.Format, at time.Time) (*sampleSet, err
 		}
 	}
 	return setFromFamilies(fams, at)
+}
+
+// isOpenMetrics is format.FormatType() == expfmt.TypeOpenMetrics without
+// FormatType's splitting and map for the formats a text scrape gets.
+func isOpenMetrics(format expfmt.Format) bool {
+	switch format {
+	case expfmt.FmtText, expfmt.FmtUnknown:
+		return false
+	}
+	return format.FormatType() == expfmt.TypeOpenMetrics
 }
 
 func parseOpenMetrics(r io.Reader, format expfmt.Format, at time.Time) (*sampleSet, error) {
@@ -86,7 +96,12 @@ func parseOpenMetrics(r io.Reader, format expfmt.Format, at time.Time) (*sampleS
 
 // ParseExporterText reads a page in the Prometheus text format.
 func ParseExporterText(page []byte, at time.Time) ([]schedloop.GPUSample, error) {
-	return ParseExporter(bytes.NewReader(page), expfmt.FmtText, at)
+	// The page is already in memory: ParseExporter would copy it first.
+	set, err := parsePage(page, expfmt.FmtText, at)
+	if err != nil {
+		return nil, err
+	}
+	return set.sorted(), nil
 }
 
 func samplesFromFamilies(fams []*dto.MetricFamily, at time.Time) ([]schedloop.GPUSample, error) {

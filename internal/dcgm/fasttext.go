@@ -2,6 +2,7 @@ package dcgm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"slices"
 	"strconv"
@@ -78,6 +79,7 @@ type labelBlock struct {
 type knownLabels struct {
 	pairs       []fastPair // offsets relative to '{'
 	names, vals []string
+	labels      seriesLabels // what a sample reads of it, looked up once
 }
 
 // labelSets remembers label sets across pages. An exporter prints the same
@@ -109,6 +111,14 @@ func rememberLabels(block []byte, pairs []fastPair) *knownLabels {
 		strs[len(pairs)+i] = text[lp.value.from:lp.value.to]
 	}
 	k := &knownLabels{pairs: slices.Clone(pairs), names: strs[:len(pairs)], vals: strs[len(pairs):]}
+	k.labels = resolveLabels(func(n string) string {
+		for i, name := range k.names {
+			if name == n {
+				return k.vals[i]
+			}
+		}
+		return ""
+	})
 	labelSets.Lock()
 	if len(labelSets.m) >= maxLabelSets {
 		clear(labelSets.m)
@@ -147,8 +157,12 @@ type fastParser struct {
 	blocks     []labelBlock
 	blockPairs []fastPair
 	nextBlock  int
+	// blockIndex finds blocks by a hash of their text once there are more
+	// than smallBlocks; a collision costs a lookup, never a wrong block.
+	blockIndex map[uint64]int32
 	scratch    []fastPair
 	sampleOf   []int32
+	keys       []seriesKey
 }
 
 var (
@@ -166,6 +180,7 @@ func (p *fastParser) reset(page []byte) {
 	p.hasHelp, p.hasType, p.hasSamples = false, false, false
 	p.blocks, p.blockPairs = p.blocks[:0], p.blockPairs[:0]
 	p.nextBlock = 0
+	clear(p.blockIndex)
 }
 
 // release returns p to the pool without the page, which belongs to the
@@ -207,25 +222,15 @@ func parseTextFastSet(page []byte, at time.Time) (set *sampleSet, err error, ok 
 		}
 		off = end + 1
 	}
-	set = newSampleSet(len(p.kept) / len(Metrics))
-	var k *keptSeries
-	byPairs := func(n string) string {
-		for _, lp := range p.pairs[k.pairs : k.pairs+k.pairN] {
-			if string(page[lp.name.from:lp.name.to]) == n {
-				return p.str(page[lp.value.from:lp.value.to])
-			}
-		}
-		return ""
-	}
-	var names, vals []string
-	byBlock := func(n string) string {
-		for i, name := range names {
-			if name == n {
-				return vals[i]
-			}
-		}
-		return ""
-	}
+	built := newSampleSet(len(p.kept) / len(Metrics))
+	// The keys only serve while the set is built: they are the parser's,
+	// and cleared so that the pool holds no strings of this page.
+	built.keys = p.keys[:0]
+	defer func() {
+		clear(built.keys)
+		p.keys, built.keys, built.index = built.keys[:0], nil, nil
+	}()
+	set = built
 	// Series of one label block without their own timestamp all land in
 	// the same sample: after the first, only the value needs setting.
 	p.sampleOf = slices.Grow(p.sampleOf[:0], len(p.blocks))[:len(p.blocks)]
@@ -233,27 +238,36 @@ func parseTextFastSet(page []byte, at time.Time) (set *sampleSet, err error, ok 
 	for i := range sampleOf {
 		sampleOf[i] = -1
 	}
+	var unblocked seriesLabels
 	for m := range Metrics {
-		name := Metrics[m]
 		for i := range p.kept {
-			k = &p.kept[i]
+			k := &p.kept[i]
 			if int(k.metric) != m {
 				continue
 			}
 			if k.block >= 0 && !k.hasTS && sampleOf[k.block] >= 0 {
-				setField(&set.samples[sampleOf[k.block]], name, k.value)
+				setFieldIndex(&set.samples[sampleOf[k.block]], m, k.value)
 				continue
 			}
-			label := byPairs
+			var labels *seriesLabels
 			if k.block >= 0 {
-				names, vals = p.blockLabels(&p.blocks[k.block])
-				label = byBlock
+				labels = &p.blockLabels(&p.blocks[k.block]).labels
+			} else {
+				unblocked = resolveLabels(func(n string) string {
+					for _, lp := range p.pairs[k.pairs : k.pairs+k.pairN] {
+						if string(page[lp.name.from:lp.name.to]) == n {
+							return p.str(page[lp.value.from:lp.value.to])
+						}
+					}
+					return ""
+				})
+				labels = &unblocked
 			}
 			t := at
 			if k.hasTS {
 				t = time.UnixMilli(k.ts)
 			}
-			idx, err := set.addIndex(name, label, k.value, t)
+			idx, err := set.addLabels(m, labels, k.value, t)
 			if err != nil {
 				return nil, err, true
 			}
@@ -265,12 +279,13 @@ func parseTextFastSet(page []byte, at time.Time) (set *sampleSet, err error, ok 
 	return set, nil, true
 }
 
-// blockLabels returns a block's label names and values as strings.
-func (p *fastParser) blockLabels(b *labelBlock) (names, vals []string) {
+// blockLabels returns a block's labels, validated on this page or an
+// earlier one.
+func (p *fastParser) blockLabels(b *labelBlock) *knownLabels {
 	if b.known == nil {
 		b.known = rememberLabels(b.text, p.blockPairs[b.pairs.from:b.pairs.to])
 	}
-	return b.known.names, b.known.vals
+	return b.known
 }
 
 // str interns label values: a page repeats each host, pod and UUID dozens of
@@ -295,22 +310,24 @@ func (p *fastParser) line(off, end int) bool {
 	if l[0] == '#' {
 		return p.comment(l)
 	}
-	if c := len(p.cur); p.curMetric < 0 && c > 0 && len(l) > c && (l[c] == '{' || l[c] == ' ') && bytes.Equal(l[:c], p.cur) {
-		// A sample of a family the collector does not keep: nothing on it
-		// is read, so it is not validated either.
-		p.hasSamples = true
-		return true
-	}
-	// name
 	i := 0
-	for i < len(l) && isNameByte(l[i], i == 0) {
-		i++
-	}
-	if i == 0 || i == len(l) {
-		return false
-	}
-	if !p.family(l[:i]) {
-		return false
+	if c := len(p.cur); c > 0 && len(l) > c && (l[c] == '{' || l[c] == ' ') && bytes.Equal(l[:c], p.cur) {
+		if p.curMetric < 0 {
+			// A sample of a family the collector does not keep: nothing on
+			// it is read, so it is not validated either.
+			p.hasSamples = true
+			return true
+		}
+		// The current family's name was validated when it began.
+		i = c
+	} else {
+		i = nameLen(l)
+		if i == 0 || i == len(l) {
+			return false
+		}
+		if !p.family(l[:i]) {
+			return false
+		}
 	}
 	p.hasSamples = true
 	metric := p.curMetric
@@ -343,6 +360,7 @@ func (p *fastParser) line(off, end int) bool {
 				p.blocks = append(p.blocks, labelBlock{text: l[i : i+n], pairs: span{from, int32(len(p.blockPairs))}, known: known})
 				block = int32(len(p.blocks) - 1)
 				p.nextBlock = len(p.blocks) - 1
+				p.indexBlocks()
 			} else if metric >= 0 {
 				for _, lp := range p.scratch {
 					base := int32(off + i)
@@ -392,6 +410,11 @@ func (p *fastParser) line(off, end int) bool {
 	return true
 }
 
+// smallBlocks is the number of blocks up to which knownBlock tries them
+// all in turn. Beyond it, the first family of a page, whose every line is a
+// new block, would try each line against all blocks before it.
+const smallBlocks = 16
+
 // knownBlock returns the cached label block that l starts with, -1 if none.
 // Families list GPUs in the same order, so the block after the last one
 // matched is tried first.
@@ -399,6 +422,26 @@ func (p *fastParser) knownBlock(l []byte) int {
 	n := len(p.blocks)
 	if n == 0 {
 		return -1
+	}
+	if n > smallBlocks {
+		if b := (p.nextBlock + 1) % n; bytes.HasPrefix(l, p.blocks[b].text) {
+			p.nextBlock = b
+			return b
+		}
+		// A block ends at the line's last '}': values and timestamps have
+		// none. On a line that is not canonical this may find nothing
+		// where a prefix would have matched; the line is then validated
+		// in full instead.
+		j := bytes.LastIndexByte(l, '}')
+		if j < 0 {
+			return -1
+		}
+		b, ok := p.blockIndex[maphash.Bytes(familySeed, l[:j+1])]
+		if !ok || !bytes.Equal(p.blocks[b].text, l[:j+1]) {
+			return -1
+		}
+		p.nextBlock = int(b)
+		return int(b)
 	}
 	for k := range n {
 		b := (p.nextBlock + 1 + k) % n
@@ -408,6 +451,28 @@ func (p *fastParser) knownBlock(l []byte) int {
 		}
 	}
 	return -1
+}
+
+// indexBlocks adds the block just appended to blockIndex, and all the
+// others when the page has just passed smallBlocks.
+func (p *fastParser) indexBlocks() {
+	n := len(p.blocks)
+	if n <= smallBlocks {
+		return
+	}
+	if p.blockIndex == nil {
+		p.blockIndex = make(map[uint64]int32, maxBlocks)
+	}
+	from := n - 1
+	if n == smallBlocks+1 {
+		from = 0
+	}
+	for b := from; b < n; b++ {
+		h := maphash.Bytes(familySeed, p.blocks[b].text)
+		if _, ok := p.blockIndex[h]; !ok {
+			p.blockIndex[h] = int32(b)
+		}
+	}
 }
 
 // labels validates the label set at the start of l ('{' ... '}') and leaves
@@ -518,25 +583,23 @@ func (p *fastParser) comment(l []byte) bool {
 		return !bytes.Contains(l, []byte("HELP")) && !bytes.Contains(l, []byte("TYPE"))
 	}
 	rest := l[len("# HELP "):]
-	i := 0
-	for i < len(rest) && isNameByte(rest[i], i == 0) {
-		i++
+	// A TYPE line follows its family's HELP line, whose name was checked.
+	c := len(p.cur)
+	same := c > 0 && len(rest) > c && rest[c] == ' ' && bytes.Equal(rest[:c], p.cur)
+	i := c
+	if !same {
+		i = nameLen(rest)
 	}
 	if i == 0 || i == len(rest) || rest[i] != ' ' || i+1 == len(rest) {
 		return false
 	}
 	name, text := rest[:i], rest[i+1:]
-	if !p.family(name) {
+	if !same && !p.family(name) {
 		return false
 	}
 	if help {
-		if p.hasHelp || text[0] == ' ' || text[0] == '\t' || bytes.IndexByte(text, '\\') >= 0 {
+		if p.hasHelp || text[0] == ' ' || text[0] == '\t' || !plainHelp(text) {
 			return false
-		}
-		for _, b := range text {
-			if b >= utf8.RuneSelf || b == '\r' {
-				return false
-			}
 		}
 		p.hasHelp = true
 		return true
@@ -601,10 +664,64 @@ func (p *fastParser) uniqueNames() bool {
 	return true
 }
 
-func isNameByte(b byte, first bool) bool {
-	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '_' || b == ':' || !first && b >= '0' && b <= '9'
+// Classes of bytes in metric and label names, looked up rather than
+// compared: names are most of what a page's comment lines hold.
+const (
+	nameFirst  = 1 << iota // may start a metric name
+	nameNext               // may continue a metric name
+	labelFirst             // may start a label name
+	labelNext              // may continue a label name
+)
+
+var byteClass = func() (t [256]uint8) {
+	for b := range 256 {
+		switch {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b == '_':
+			t[b] = nameFirst | nameNext | labelFirst | labelNext
+		case b == ':':
+			t[b] = nameFirst | nameNext
+		case b >= '0' && b <= '9':
+			t[b] = nameNext | labelNext
+		}
+	}
+	return t
+}()
+
+// nameLen is the length of the metric name l starts with.
+func nameLen(l []byte) int {
+	if len(l) == 0 || byteClass[l[0]]&nameFirst == 0 {
+		return 0
+	}
+	i := 1
+	for i < len(l) && byteClass[l[i]]&nameNext != 0 {
+		i++
+	}
+	return i
 }
 
 func isLabelByte(b byte, first bool) bool {
-	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '_' || !first && b >= '0' && b <= '9'
+	if first {
+		return byteClass[b]&labelFirst != 0
+	}
+	return byteClass[b]&labelNext != 0
+}
+
+// plainHelp says whether HELP text has no byte that expfmt would read
+// differently: non-ASCII, '\r', or an escape. Eight bytes at a time, as
+// HELP texts run to dozens of bytes on every family.
+func plainHelp(b []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	hasZero := func(x uint64) bool { return (x-ones)&^x&highs != 0 }
+	for ; len(b) >= 8; b = b[8:] {
+		w := binary.LittleEndian.Uint64(b)
+		if w&highs != 0 || hasZero(w^(ones*'\r')) || hasZero(w^(ones*'\\')) {
+			return false
+		}
+	}
+	for _, c := range b {
+		if c >= utf8.RuneSelf || c == '\r' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

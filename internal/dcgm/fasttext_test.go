@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,7 @@ func FuzzParseTextFastMatchesExpfmt(f *testing.F) {
 			}
 		}
 		stored := storedLines(page)
+		checkInventory(t, stored)
 		want, wantErr := parseWithExpfmt(stored, scrapeTime)
 		if wantErr != nil && err == nil {
 			t.Fatalf("fast path accepted %q, expfmt rejects its stored families %q: %v", page, stored, wantErr)
@@ -238,4 +240,146 @@ func TestFastTextRemembersLabelSets(t *testing.T) {
 			t.Errorf("fast path accepted %q", bad)
 		}
 	}
+}
+
+// legacySet is the sample set as it was when every page built maps for its
+// series and models: the reference for the inventory, whose order depends
+// on the order samples were added.
+type legacySet struct {
+	index   map[seriesKey]int
+	samples []schedloop.GPUSample
+	models  map[string]string
+}
+
+func (s *legacySet) add(metric string, label labelFunc, v float64, t time.Time) error {
+	var probe schedloop.GPUSample
+	if !setField(&probe, metric, v) {
+		return nil
+	}
+	uuid := label(labelUUID)
+	if uuid == "" {
+		return missingUUID(metric)
+	}
+	k := seriesKey{uuid: uuid, gpuInstance: label(labelGPUInstance), unixMilli: t.UnixMilli()}
+	k.namespace, k.pod, k.container = label(exportedPrefix+labelNamespace), label(exportedPrefix+labelPod), label(exportedPrefix+labelContainer)
+	if k.namespace == "" && k.pod == "" && k.container == "" {
+		k.namespace, k.pod, k.container = label(labelNamespace), label(labelPod), label(labelContainer)
+	}
+	i, ok := s.index[k]
+	if !ok {
+		idx := -1
+		if g := label(labelGPU); g != "" {
+			n, err := strconv.Atoi(g)
+			if err != nil || n < 0 {
+				return fmt.Errorf("metric %s GPU %s: label %s=%q is not a GPU index", metric, uuid, labelGPU, g)
+			}
+			idx = n
+		}
+		s.samples = append(s.samples, schedloop.GPUSample{Time: t, GPUUUID: uuid, Node: label(labelHostname), GPUIndex: idx,
+			PodNamespace: k.namespace, PodName: k.pod, Container: k.container})
+		i = len(s.samples) - 1
+		s.index[k] = i
+		if _, ok := s.models[uuid]; !ok {
+			s.models[uuid] = label(labelModel)
+		}
+	}
+	setField(&s.samples[i], metric, v)
+	return nil
+}
+
+func (s *legacySet) inventory() []schedloop.GPU {
+	seen := map[string]bool{}
+	var out []schedloop.GPU
+	for _, g := range s.samples {
+		if seen[g.GPUUUID] || g.GPUIndex < 0 || g.Node == "" {
+			continue
+		}
+		seen[g.GPUUUID] = true
+		out = append(out, schedloop.GPU{UUID: g.GPUUUID, Node: g.Node, Index: g.GPUIndex, Model: s.models[g.GPUUUID]})
+	}
+	return out
+}
+
+// legacyFromFamilies is setFromFamilies on a legacySet.
+func legacyFromFamilies(fams []*dto.MetricFamily, at time.Time) (*legacySet, error) {
+	s := &legacySet{index: map[seriesKey]int{}, models: map[string]string{}}
+	for _, mf := range fams {
+		for _, m := range mf.GetMetric() {
+			v, ok := metricValue(m)
+			if !ok {
+				continue
+			}
+			t := at
+			if m.TimestampMs != nil {
+				t = time.UnixMilli(m.GetTimestampMs())
+			}
+			label := func(name string) string {
+				for _, p := range m.GetLabel() {
+					if p.GetName() == name {
+						return p.GetValue()
+					}
+				}
+				return ""
+			}
+			if err := s.add(mf.GetName(), label, v, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// checkInventory compares the inventory of page, on the fast path and on
+// expfmt's, with the legacy set's.
+func checkInventory(t *testing.T, page []byte) {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	byName, err := p.TextToMetricFamilies(bytes.NewReader(page))
+	if err != nil {
+		return
+	}
+	var fams []*dto.MetricFamily
+	for _, name := range Metrics {
+		if mf, ok := byName[name]; ok {
+			fams = append(fams, mf)
+		}
+	}
+	legacy, err := legacyFromFamilies(fams, scrapeTime)
+	if err != nil {
+		return
+	}
+	want := legacy.inventory()
+	set, err := setFromFamilies(fams, scrapeTime)
+	if err != nil {
+		t.Fatalf("page %q: legacy set took it, setFromFamilies: %v", page, err)
+	}
+	if got := set.inventory(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("page %q: inventory via expfmt\n%+v\nlegacy\n%+v", page, got, want)
+	}
+	if got := set.sorted(); !sameSamples(got, slices.SortedFunc(slices.Values(legacy.samples), compareSamples)) {
+		t.Fatalf("page %q: samples via expfmt\n%+v\nlegacy\n%+v", page, got, legacy.samples)
+	}
+	if fast, err, ok := parseTextFastSet(page, scrapeTime); ok && err == nil {
+		if got := fast.inventory(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("page %q: inventory via the fast path\n%+v\nlegacy\n%+v", page, got, want)
+		}
+	}
+}
+
+// TestInventoryMatchesLegacy covers pages with more GPUs than the small
+// set's linear scans, MIG instances and time-sliced GPUs.
+func TestInventoryMatchesLegacy(t *testing.T) {
+	def, trimmed := harnessPages(t)
+	checkInventory(t, def)
+	checkInventory(t, trimmed)
+	for _, gpus := range []int{1, 8, smallSet, smallSet + 1, 70, 200} {
+		checkInventory(t, exporterPage(gpus))
+	}
+	var b strings.Builder
+	b.WriteString("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n")
+	for i := range 80 {
+		fmt.Fprintf(&b, "DCGM_FI_DEV_GPU_UTIL{gpu=\"%d\",UUID=\"GPU-%d\",GPU_I_ID=\"%d\",modelName=\"m%d\",Hostname=\"h\",pod=\"p%d\"} %d\n",
+			i/7, i/7, i%7, i, i%3, i)
+	}
+	checkInventory(t, []byte(b.String()))
 }

@@ -71,88 +71,270 @@ type seriesKey struct {
 	unixMilli                                    int64
 }
 
+// seriesLabels is what a sample needs of a series' labels, looked up once
+// per label set rather than once per series.
+type seriesLabels struct {
+	uuid, gpuInstance, gpu, hostname, model string
+	namespace, pod, container               string
+	exportedNamespace, exportedPod          string
+	exportedContainer                       string
+}
+
+func resolveLabels(label labelFunc) seriesLabels {
+	return seriesLabels{
+		uuid: label(labelUUID), gpuInstance: label(labelGPUInstance), gpu: label(labelGPU),
+		hostname: label(labelHostname), model: label(labelModel),
+		namespace: label(labelNamespace), pod: label(labelPod), container: label(labelContainer),
+		exportedNamespace: label(exportedPrefix + labelNamespace), exportedPod: label(exportedPrefix + labelPod),
+		exportedContainer: label(exportedPrefix + labelContainer),
+	}
+}
+
+// smallSet is the number of samples up to which a linear scan finds a
+// series faster than a map: a node has a handful of GPUs, and a map per
+// page cost more in allocation and hashing than it saved.
+const smallSet = 32
+
 // sampleSet merges the one-metric-per-series shape of the exposition format
 // into one GPUSample per seriesKey.
 type sampleSet struct {
 	// targetLabelsRenamed says the plain pod/namespace/container labels
 	// belong to the scrape target (the exporter pod), not to the GPU's user.
 	targetLabelsRenamed bool
-	index               map[seriesKey]int
 	samples             []schedloop.GPUSample
-	// models is the modelName label of each GPU UUID, for the inventory.
-	models map[string]string
+	// keys[i] is the key of samples[i] until the samples are sorted; index
+	// maps them back once there are more than smallSet.
+	keys  []seriesKey
+	index map[seriesKey]int
+	// models is the modelName label of each GPU UUID, for the inventory, in
+	// the order the UUIDs first appear; modelIndex finds them on large pages.
+	models     []uuidModel
+	modelIndex map[string]int
+	// modelBuf holds models for a page of a few GPUs without an allocation
+	// of its own.
+	modelBuf [8]uuidModel
 }
 
+type uuidModel struct{ uuid, model string }
+
 func newSampleSet(sizeHint int) *sampleSet {
-	return &sampleSet{index: make(map[seriesKey]int, sizeHint), samples: make([]schedloop.GPUSample, 0, sizeHint),
-		models: map[string]string{}}
+	s := &sampleSet{samples: make([]schedloop.GPUSample, 0, sizeHint)}
+	s.models = s.modelBuf[:0]
+	return s
+}
+
+// fieldIndex is the index in Metrics of metric, -1 for metrics that
+// GPUSample does not carry.
+func fieldIndex(metric string) int {
+	switch metric {
+	case MetricGPUUtil:
+		return 0
+	case MetricGrEngineActive:
+		return 1
+	case MetricSMActive:
+		return 2
+	case MetricFBUsed:
+		return 3
+	case MetricPowerUsage:
+		return 4
+	}
+	return -1
+}
+
+// setFieldIndex is setField for the metric Metrics[m].
+func setFieldIndex(s *schedloop.GPUSample, m int, v float64) {
+	switch m {
+	case 0:
+		s.GPUUtil = v
+	case 1:
+		s.GrEngineActive = v
+	case 2:
+		s.SMActive = v
+	case 3:
+		s.FBUsedMiB = v
+	case 4:
+		s.PowerWatts = v
+	}
 }
 
 // add records metric=v for the series described by label at time t. Metrics
 // that GPUSample does not carry are ignored.
 func (s *sampleSet) add(metric string, label labelFunc, v float64, t time.Time) error {
-	_, err := s.addIndex(metric, label, v, t)
-	return err
-}
-
-// addIndex is add, also returning the index of the sample that took the
-// value (-1 when the metric is not carried).
-func (s *sampleSet) addIndex(metric string, label labelFunc, v float64, t time.Time) (int, error) {
-	var probe schedloop.GPUSample
-	if !setField(&probe, metric, v) {
-		return -1, nil
+	m := fieldIndex(metric)
+	if m < 0 {
+		return nil
 	}
 	uuid := label(labelUUID)
 	if uuid == "" {
-		return -1, fmt.Errorf("metric %s: series without a %s label cannot be joined to a GPU", metric, labelUUID)
+		return missingUUID(metric)
 	}
 	k := seriesKey{uuid: uuid, gpuInstance: label(labelGPUInstance), unixMilli: t.UnixMilli()}
-	k.namespace, k.pod, k.container = s.podLabels(label)
-	i, ok := s.index[k]
+	k.namespace, k.pod, k.container = label(exportedPrefix+labelNamespace), label(exportedPrefix+labelPod), label(exportedPrefix+labelContainer)
+	if !s.exported(&k) {
+		k.namespace, k.pod, k.container = label(labelNamespace), label(labelPod), label(labelContainer)
+	}
+	i, ok, newUUID := s.find(&k)
 	if !ok {
-		idx := -1
-		if g := label(labelGPU); g != "" {
-			n, err := strconv.Atoi(g)
-			if err != nil || n < 0 {
-				return -1, fmt.Errorf("metric %s GPU %s: label %s=%q is not a GPU index", metric, uuid, labelGPU, g)
-			}
-			idx = n
-		}
-		s.samples = append(s.samples, schedloop.GPUSample{
-			Time: t, GPUUUID: uuid, Node: label(labelHostname), GPUIndex: idx,
-			PodNamespace: k.namespace, PodName: k.pod, Container: k.container,
-		})
-		i = len(s.samples) - 1
-		s.index[k] = i
-		if _, ok := s.models[uuid]; !ok {
-			s.models[uuid] = label(labelModel)
+		var err error
+		if i, err = s.insert(&k, newUUID, metric, label(labelGPU), label(labelHostname), label, "", t); err != nil {
+			return err
 		}
 	}
-	setField(&s.samples[i], metric, v)
+	setFieldIndex(&s.samples[i], m, v)
+	return nil
+}
+
+// addLabels is add for Metrics[m] and labels already looked up; it returns
+// the index of the sample that took the value.
+func (s *sampleSet) addLabels(m int, l *seriesLabels, v float64, t time.Time) (int, error) {
+	if l.uuid == "" {
+		return -1, missingUUID(Metrics[m])
+	}
+	k := seriesKey{uuid: l.uuid, gpuInstance: l.gpuInstance, unixMilli: t.UnixMilli()}
+	k.namespace, k.pod, k.container = l.exportedNamespace, l.exportedPod, l.exportedContainer
+	if !s.exported(&k) {
+		k.namespace, k.pod, k.container = l.namespace, l.pod, l.container
+	}
+	i, ok, newUUID := s.find(&k)
+	if !ok {
+		var err error
+		if i, err = s.insert(&k, newUUID, Metrics[m], l.gpu, l.hostname, nil, l.model, t); err != nil {
+			return -1, err
+		}
+	}
+	setFieldIndex(&s.samples[i], m, v)
 	return i, nil
 }
 
-func (s *sampleSet) podLabels(label labelFunc) (namespace, pod, container string) {
-	namespace, pod, container = label(exportedPrefix+labelNamespace), label(exportedPrefix+labelPod), label(exportedPrefix+labelContainer)
-	if s.targetLabelsRenamed || namespace != "" || pod != "" || container != "" {
-		return namespace, pod, container
+func missingUUID(metric string) error {
+	return fmt.Errorf("metric %s: series without a %s label cannot be joined to a GPU", metric, labelUUID)
+}
+
+// find returns the index of the sample of k. On a small set, newUUID also
+// says whether no sample has k's UUID yet, which the scan learns for free.
+func (s *sampleSet) find(k *seriesKey) (i int, ok, newUUID bool) {
+	if s.index != nil {
+		i, ok = s.index[*k]
+		return i, ok, !ok && s.modelOf(k.uuid) < 0
 	}
-	return label(labelNamespace), label(labelPod), label(labelContainer)
+	newUUID = true
+	for i := range s.keys {
+		if s.keys[i].uuid == k.uuid {
+			newUUID = false
+			if s.keys[i] == *k {
+				return i, true, false
+			}
+		}
+	}
+	return -1, false, newUUID
+}
+
+// insert adds an empty sample for k and returns its index. A new UUID's
+// model is model, or read with label when label is not nil.
+func (s *sampleSet) insert(k *seriesKey, newUUID bool, metric, gpu, hostname string, label labelFunc, model string, t time.Time) (int, error) {
+	idx := -1
+	if gpu != "" {
+		n, err := strconv.Atoi(gpu)
+		if err != nil || n < 0 {
+			return -1, fmt.Errorf("metric %s GPU %s: label %s=%q is not a GPU index", metric, k.uuid, labelGPU, gpu)
+		}
+		idx = n
+	}
+	s.samples = append(s.samples, schedloop.GPUSample{
+		Time: t, GPUUUID: k.uuid, Node: hostname, GPUIndex: idx,
+		PodNamespace: k.namespace, PodName: k.pod, Container: k.container,
+	})
+	s.keys = append(s.keys, *k)
+	i := len(s.samples) - 1
+	if s.index != nil {
+		s.index[*k] = i
+	} else if len(s.keys) > smallSet {
+		s.index = make(map[seriesKey]int, max(2*len(s.keys), cap(s.samples)))
+		for j := range s.keys {
+			s.index[s.keys[j]] = j
+		}
+	}
+	if newUUID {
+		if label != nil {
+			model = label(labelModel)
+		}
+		s.models = append(s.models, uuidModel{k.uuid, model})
+		if s.modelIndex != nil {
+			s.modelIndex[k.uuid] = len(s.models) - 1
+		} else if len(s.models) > smallSet {
+			s.modelIndex = make(map[string]int, max(2*len(s.models), cap(s.samples)))
+			for j, um := range s.models {
+				s.modelIndex[um.uuid] = j
+			}
+		}
+	}
+	return i, nil
+}
+
+// modelOf returns the index in models of uuid, -1 if it has none.
+func (s *sampleSet) modelOf(uuid string) int {
+	if s.modelIndex != nil {
+		if j, ok := s.modelIndex[uuid]; ok {
+			return j
+		}
+		return -1
+	}
+	for j := range s.models {
+		if s.models[j].uuid == uuid {
+			return j
+		}
+	}
+	return -1
+}
+
+// exported says whether the GPU's user is named by the exported_ pod
+// labels, now in k: they are, once the scrape target's own took the plain
+// names.
+func (s *sampleSet) exported(k *seriesKey) bool {
+	return s.targetLabelsRenamed || k.namespace != "" || k.pod != "" || k.container != ""
 }
 
 // inventory lists the GPUs the samples name, once each, with the model the
 // page gave them. MIG instances share their GPU's UUID and index, so a
 // partitioned GPU appears once, as the whole device.
 func (s *sampleSet) inventory() []schedloop.GPU {
-	seen := make(map[string]bool, len(s.models))
+	// listed is indexed like models: every sample's UUID has a model entry.
+	var listedSmall uint64
+	var listed []bool
+	if len(s.models) > 64 {
+		listed = make([]bool, len(s.models))
+	}
 	var out []schedloop.GPU
+	j := 0
 	for i := range s.samples {
 		g := &s.samples[i]
-		if seen[g.GPUUUID] || g.GPUIndex < 0 || g.Node == "" {
+		if g.GPUIndex < 0 || g.Node == "" {
 			continue
 		}
-		seen[g.GPUUUID] = true
-		out = append(out, schedloop.GPU{UUID: g.GPUUUID, Node: g.Node, Index: g.GPUIndex, Model: s.models[g.GPUUUID]})
+		// Samples still in the order they were added meet the UUIDs in
+		// the order of models: the last one found or the next.
+		switch {
+		case j < len(s.models) && s.models[j].uuid == g.GPUUUID:
+		case j+1 < len(s.models) && s.models[j+1].uuid == g.GPUUUID:
+			j++
+		default:
+			j = s.modelOf(g.GPUUUID)
+		}
+		if listed != nil {
+			if listed[j] {
+				continue
+			}
+			listed[j] = true
+		} else {
+			if listedSmall&(1<<j) != 0 {
+				continue
+			}
+			listedSmall |= 1 << j
+		}
+		if out == nil {
+			out = make([]schedloop.GPU, 0, len(s.models))
+		}
+		out = append(out, schedloop.GPU{UUID: g.GPUUUID, Node: g.Node, Index: g.GPUIndex, Model: s.models[j].model})
 	}
 	return out
 }
@@ -164,11 +346,19 @@ func (s *sampleSet) sorted() []schedloop.GPUSample {
 	return s.samples
 }
 
+// compareSamples stops at the first field that differs: cmp.Or would
+// compare every field of every pair, strings included, before choosing.
 func compareSamples(a, b schedloop.GPUSample) int {
+	if c := a.Time.Compare(b.Time); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Node, b.Node); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.GPUIndex, b.GPUIndex); c != 0 {
+		return c
+	}
 	return cmp.Or(
-		a.Time.Compare(b.Time),
-		cmp.Compare(a.Node, b.Node),
-		cmp.Compare(a.GPUIndex, b.GPUIndex),
 		cmp.Compare(a.GPUUUID, b.GPUUUID),
 		cmp.Compare(a.PodNamespace, b.PodNamespace),
 		cmp.Compare(a.PodName, b.PodName),
