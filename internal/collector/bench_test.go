@@ -121,10 +121,10 @@ func benchEndToEnd(b *testing.B, fields []string, suffix string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		// The rows are kept for the raw COPY below; sized up front so that
-		// keeping them does not charge the pipeline for regrowing a slice
-		// of every sample.
-		rows := make([]schedloop.GPUSample, 0, nodes*8*rounds)
+		// Each round's samples are kept for the raw COPY below, by
+		// reference: copying them here would charge the pipeline for it.
+		var pages [][]schedloop.GPUSample
+		n := 0
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		began := time.Now()
@@ -135,19 +135,21 @@ func benchEndToEnd(b *testing.B, fields []string, suffix string) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rows = append(rows, samples...)
+			pages = append(pages, samples)
+			n += len(samples)
 			in.Add(samples)
 		}
 		// The rounds are back to back, as if 64 × 200 exporters were
 		// scraped in one round: the pass ends with the round's flush.
 		in.Flush()
-		want := float64(len(rows))
+		want := float64(n)
 		for testutil.ToFloat64(m.Written) < want {
 			time.Sleep(time.Millisecond)
 		}
 		pipeTime += time.Since(began)
 		cancel()
 		<-done
+		rows := slices.Concat(pages...)
 		total += len(rows)
 
 		truncate()

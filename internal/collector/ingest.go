@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,32 @@ import (
 // SampleWriter stores a batch of samples all-or-nothing; *store.Store is one.
 type SampleWriter interface {
 	CopyGPUSamples(ctx context.Context, samples []schedloop.GPUSample) (int64, error)
+}
+
+// ChunkWriter is a SampleWriter that also takes a batch as the slices it
+// was queued in, so that a batch gathered from many scrapes is sent without
+// being copied into one slice; *store.Store is one.
+type ChunkWriter interface {
+	CopyGPUSampleChunks(ctx context.Context, chunks [][]schedloop.GPUSample) (int64, error)
+}
+
+// sampleBatch is a batch as the slices it was queued in, oldest first.
+type sampleBatch [][]schedloop.GPUSample
+
+func (b sampleBatch) len() int {
+	n := 0
+	for _, c := range b {
+		n += len(c)
+	}
+	return n
+}
+
+// flat is the batch as one slice, for writers that want one.
+func (b sampleBatch) flat() []schedloop.GPUSample {
+	if len(b) == 1 {
+		return b[0]
+	}
+	return slices.Concat(b...)
 }
 
 // OnceWriter stores a batch at most once under an id, recording the id in
@@ -262,7 +289,7 @@ func (in *Ingester) Flush() {
 }
 
 // take removes up to BatchSamples queued samples, whole chunks first.
-func (in *Ingester) take(force bool) []schedloop.GPUSample {
+func (in *Ingester) take(force bool) sampleBatch {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	queued := 0
@@ -276,26 +303,18 @@ func (in *Ingester) take(force bool) []schedloop.GPUSample {
 	if !force && !in.flushing && queued < in.opts.BatchSamples {
 		return nil
 	}
-	var batch []schedloop.GPUSample
-	for len(in.queue) > 0 && len(batch) < in.opts.BatchSamples {
+	var batch sampleBatch
+	room := in.opts.BatchSamples
+	for len(in.queue) > 0 && room > 0 {
 		c := in.queue[0]
-		room := in.opts.BatchSamples - len(batch)
-		if len(batch) == 0 && len(c) <= room {
-			if len(in.queue) == 1 || len(c) == room {
-				batch = c // common case: no copy
-				in.queue = in.queue[1:]
-				continue
-			}
-			// Chunks are one scrape each, far smaller than a batch: size
-			// the batch once rather than regrow it chunk by chunk.
-			batch = make([]schedloop.GPUSample, 0, min(queued, in.opts.BatchSamples))
-		}
 		if len(c) > room {
-			batch = append(batch, c[:room]...)
+			batch = append(batch, c[:room])
 			in.queue[0] = c[room:]
 			break
 		}
-		batch = append(batch, c...)
+		batch = append(batch, c)
+		room -= len(c)
+		in.queue[0] = nil
 		in.queue = in.queue[1:]
 	}
 	// The batch is in flight and still the oldest: oldest moves on in done.
@@ -303,10 +322,10 @@ func (in *Ingester) take(force bool) []schedloop.GPUSample {
 }
 
 // giveBack returns an unwritten batch to the front of the queue.
-func (in *Ingester) giveBack(batch []schedloop.GPUSample) {
+func (in *Ingester) giveBack(batch sampleBatch) {
 	in.mu.Lock()
-	in.queue = append([][]schedloop.GPUSample{batch}, in.queue...)
-	in.oldest = batch[0].Time
+	in.queue = append(slices.Clone(batch), in.queue...)
+	in.oldest = batch[0][0].Time
 	in.mu.Unlock()
 }
 
@@ -346,7 +365,7 @@ func (in *Ingester) writer(ctx context.Context, spool bool) {
 					in.spool.remove(seg)
 					continue
 				}
-				if in.write(ctx, seg.id(), batch) {
+				if in.write(ctx, seg.id(), sampleBatch{batch}) {
 					in.spool.remove(seg)
 				}
 				continue
@@ -354,7 +373,7 @@ func (in *Ingester) writer(ctx context.Context, spool bool) {
 		}
 		if batch := in.take(force); batch != nil {
 			if in.write(ctx, "", batch) {
-				in.done(len(batch))
+				in.done(batch.len())
 			} else {
 				in.giveBack(batch)
 			}
@@ -373,30 +392,33 @@ func (in *Ingester) writer(ctx context.Context, spool bool) {
 // write stores batch, retrying with backoff; false means ctx ended first and
 // the batch is still the caller's. A batch with an id is stored at most
 // once when the writer can promise it.
-func (in *Ingester) write(ctx context.Context, id string, batch []schedloop.GPUSample) bool {
+func (in *Ingester) write(ctx context.Context, id string, batch sampleBatch) bool {
 	b := *in.opts.Backoff
 	once, _ := in.w.(OnceWriter)
+	n := batch.len()
 	for {
 		began := time.Now()
 		var err error
 		if id != "" && once != nil {
 			var stored bool
-			if stored, err = once.CopyGPUSamplesOnce(ctx, id, batch); err == nil && !stored {
-				in.m.Duplicates.Add(float64(len(batch)))
-				in.log.Info("spooled batch was already stored; not sent again", "batch", id, "samples", len(batch))
+			if stored, err = once.CopyGPUSamplesOnce(ctx, id, batch.flat()); err == nil && !stored {
+				in.m.Duplicates.Add(float64(n))
+				in.log.Info("spooled batch was already stored; not sent again", "batch", id, "samples", n)
 				return true
 			}
 		} else {
-			_, err = in.w.CopyGPUSamples(ctx, batch)
+			err = in.copy(ctx, batch)
 		}
 		if err == nil {
 			in.m.WriteDuration.Observe(time.Since(began).Seconds())
-			in.m.Written.Add(float64(len(batch)))
+			in.m.Written.Add(float64(n))
 			in.m.LastWrite.SetToCurrentTime()
 			if in.opts.OnWritten != nil {
-				lo, hi := batch[0].Time, batch[0].Time
-				for i := range batch {
-					lo, hi = minTime(lo, batch[i].Time), maxTime(hi, batch[i].Time)
+				lo, hi := batch[0][0].Time, batch[0][0].Time
+				for _, c := range batch {
+					for i := range c {
+						lo, hi = minTime(lo, c[i].Time), maxTime(hi, c[i].Time)
+					}
 				}
 				in.opts.OnWritten(lo, hi)
 			}
@@ -407,12 +429,12 @@ func (in *Ingester) write(ctx context.Context, id string, batch []schedloop.GPUS
 		}
 		in.m.WriteErrors.Inc()
 		if in.opts.Permanent(err) {
-			in.log.Error("Postgres rejected a sample batch; dropped", "samples", len(batch), "err", err)
-			in.m.Dropped.WithLabelValues(DropRejected).Add(float64(len(batch)))
+			in.log.Error("Postgres rejected a sample batch; dropped", "samples", n, "err", err)
+			in.m.Dropped.WithLabelValues(DropRejected).Add(float64(n))
 			return true
 		}
 		delay := b.Step()
-		in.log.Warn("sample batch not stored, retrying", "samples", len(batch), "retry_in", delay.Round(time.Millisecond), "err", err)
+		in.log.Warn("sample batch not stored, retrying", "samples", n, "retry_in", delay.Round(time.Millisecond), "err", err)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -421,6 +443,16 @@ func (in *Ingester) write(ctx context.Context, id string, batch []schedloop.GPUS
 		case <-t.C:
 		}
 	}
+}
+
+// copy sends batch through the writer, as its slices when it takes them.
+func (in *Ingester) copy(ctx context.Context, batch sampleBatch) error {
+	if cw, ok := in.w.(ChunkWriter); ok {
+		_, err := cw.CopyGPUSampleChunks(ctx, batch)
+		return err
+	}
+	_, err := in.w.CopyGPUSamples(ctx, batch.flat())
+	return err
 }
 
 // drain runs after the writers stop: one bounded attempt to store what is
@@ -433,24 +465,25 @@ func (in *Ingester) drain() {
 		if batch == nil {
 			return
 		}
+		n := batch.len()
 		if ctx.Err() == nil {
-			if _, err := in.w.CopyGPUSamples(ctx, batch); err == nil {
-				in.m.Written.Add(float64(len(batch)))
-				in.done(len(batch))
+			if err := in.copy(ctx, batch); err == nil {
+				in.m.Written.Add(float64(n))
+				in.done(n)
 				continue
 			}
 		}
 		if in.spool != nil {
-			if err := in.spool.put(batch); err == nil {
-				in.m.Spooled.Add(float64(len(batch)))
-				in.done(len(batch))
+			if err := in.spool.put(batch.flat()); err == nil {
+				in.m.Spooled.Add(float64(n))
+				in.done(n)
 				continue
 			} else {
-				in.log.Error("could not spool samples at exit", "samples", len(batch), "err", err)
+				in.log.Error("could not spool samples at exit", "samples", n, "err", err)
 			}
 		}
-		in.m.Dropped.WithLabelValues(DropShutdown).Add(float64(len(batch)))
-		in.done(len(batch))
+		in.m.Dropped.WithLabelValues(DropShutdown).Add(float64(n))
+		in.done(n)
 	}
 }
 

@@ -86,9 +86,10 @@ type knownLabels struct {
 // label set for a GPU scrape after scrape, so validating it and copying its
 // strings every time was repeated work, and the samples of successive
 // scrapes held separate copies of the same strings. What a block parses to
-// depends on its bytes alone.
+// depends on its bytes alone. Scrapes run concurrently and almost only
+// read it, so readers share the lock.
 var labelSets = struct {
-	sync.Mutex
+	sync.RWMutex
 	m map[string]*knownLabels
 }{m: make(map[string]*knownLabels)}
 
@@ -97,9 +98,9 @@ var labelSets = struct {
 const maxLabelSets = 1 << 15
 
 func lookupLabels(block []byte) *knownLabels {
-	labelSets.Lock()
+	labelSets.RLock()
 	k := labelSets.m[string(block)]
-	labelSets.Unlock()
+	labelSets.RUnlock()
 	return k
 }
 

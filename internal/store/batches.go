@@ -40,7 +40,7 @@ func (s *Store) CopyGPUSamplesOnce(ctx context.Context, batchID string, samples 
 		return false, nil
 	}
 	if len(samples) > 0 {
-		if _, err := tx.Conn().PgConn().CopyFrom(ctx, &sampleCopyReader{rows: samples}, copySamplesSQL); err != nil {
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, &sampleCopyReader{chunks: [][]schedloop.GPUSample{samples}}, copySamplesSQL); err != nil {
 			return false, fmt.Errorf("copy GPU sample batch %s (%d samples): %w", batchID, len(samples), err)
 		}
 	}

@@ -30,9 +30,11 @@ const y2kMicros = 946_684_800_000_000
 // []any per row and boxed every field, a dozen allocations a row, which at
 // a few hundred thousand rows a second kept the garbage collector busy.
 type sampleCopyReader struct {
-	rows    []schedloop.GPUSample
-	next    int
-	started bool
+	// chunks are the rows, in order, as the slices the caller holds them
+	// in; chunk and next say which row is encoded next.
+	chunks      [][]schedloop.GPUSample
+	chunk, next int
+	started     bool
 	// pending holds what is left of a row or the trailer that did not fit
 	// in the previous Read.
 	pending []byte
@@ -52,18 +54,21 @@ func (r *sampleCopyReader) Read(p []byte) (int, error) {
 			n += c
 			continue
 		}
-		if r.next > len(r.rows) {
+		for r.chunk < len(r.chunks) && r.next == len(r.chunks[r.chunk]) {
+			r.chunk, r.next = r.chunk+1, 0
+		}
+		if r.chunk > len(r.chunks) {
 			if n == 0 {
 				return 0, io.EOF
 			}
 			return n, nil
 		}
-		if r.next == len(r.rows) {
-			r.next++
+		if r.chunk == len(r.chunks) {
+			r.chunk++
 			r.pending = copyTrailer
 			continue
 		}
-		row := &r.rows[r.next]
+		row := &r.chunks[r.chunk][r.next]
 		r.next++
 		if size := sampleRowSize(row); size <= len(p)-n {
 			n += len(appendSampleRow(p[n:n], row))

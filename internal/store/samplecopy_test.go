@@ -44,10 +44,17 @@ func TestSampleCopyStreamIsTheSameWhateverTheReadSize(t *testing.T) {
 		want = appendSampleRow(want, &rows[i])
 	}
 	want = append(want, copyTrailer...)
-	for _, n := range []int{1, 2, 7, 64, 151, 65_531, 1 << 20} {
-		got := readAllWith(t, &sampleCopyReader{rows: rows}, n)
-		if !bytes.Equal(got, want) {
-			t.Errorf("read %d bytes at a time: stream of %d bytes differs from the %d bytes encoded at once", n, len(got), len(want))
+	splits := map[string][][]schedloop.GPUSample{
+		"one slice":        {rows},
+		"slices with gaps": {nil, rows[:1], {}, rows[1:2], rows[2:], nil},
+		"one slice a row":  {rows[:1], rows[1:2], rows[2:]},
+	}
+	for name, chunks := range splits {
+		for _, n := range []int{1, 2, 7, 64, 151, 65_531, 1 << 20} {
+			got := readAllWith(t, &sampleCopyReader{chunks: chunks}, n)
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s, read %d bytes at a time: stream of %d bytes differs from the %d bytes encoded at once", name, n, len(got), len(want))
+			}
 		}
 	}
 	if got := readAllWith(t, &sampleCopyReader{}, 64); !bytes.Equal(got, append(append([]byte(nil), copyHeader...), copyTrailer...)) {

@@ -20,24 +20,35 @@ var sampleColumns = []string{
 // have partitions. It is all-or-nothing: on error no row of the batch is
 // stored, so the caller can retry the same batch.
 func (s *Store) CopyGPUSamples(ctx context.Context, samples []schedloop.GPUSample) (int64, error) {
-	if len(samples) == 0 {
-		return 0, nil
-	}
-	days, err := sampleDays(samples)
+	return s.CopyGPUSampleChunks(ctx, [][]schedloop.GPUSample{samples})
+}
+
+// CopyGPUSampleChunks is CopyGPUSamples of the chunks' samples in order, sent
+// as they are: a batch gathered from many scrapes is not copied into one
+// slice first.
+func (s *Store) CopyGPUSampleChunks(ctx context.Context, chunks [][]schedloop.GPUSample) (int64, error) {
+	days, err := sampleDays(chunks...)
 	if err != nil {
 		return 0, fmt.Errorf("copy GPU samples: %w", err)
+	}
+	if len(days) == 0 {
+		return 0, nil
 	}
 	if err := s.ensureDayPartitions(ctx, days); err != nil {
 		return 0, fmt.Errorf("copy GPU samples: %w", err)
 	}
+	n := 0
+	for _, c := range chunks {
+		n += len(c)
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("copy %d GPU samples: %w", len(samples), err)
+		return 0, fmt.Errorf("copy %d GPU samples: %w", n, err)
 	}
 	defer conn.Release()
-	tag, err := conn.Conn().PgConn().CopyFrom(ctx, &sampleCopyReader{rows: samples}, copySamplesSQL)
+	tag, err := conn.Conn().PgConn().CopyFrom(ctx, &sampleCopyReader{chunks: chunks}, copySamplesSQL)
 	if err != nil {
-		return 0, fmt.Errorf("copy %d GPU samples: %w", len(samples), err)
+		return 0, fmt.Errorf("copy %d GPU samples: %w", n, err)
 	}
 	return tag.RowsAffected(), nil
 }
@@ -46,23 +57,27 @@ func (s *Store) CopyGPUSamples(ctx context.Context, samples []schedloop.GPUSampl
 // UTC days the samples fall on. Only those days get partitions: a batch's
 // time span could be years wide when one exporter's clock is wrong, and a
 // partition for every day in between would exhaust Postgres's lock table.
-func sampleDays(samples []schedloop.GPUSample) ([]time.Time, error) {
+func sampleDays(chunks ...[]schedloop.GPUSample) ([]time.Time, error) {
 	var days []time.Time
 	var last time.Time
-	for i := range samples {
-		t := samples[i].Time
-		if t.IsZero() {
-			return nil, fmt.Errorf("sample %d (GPU %q) has no timestamp", i, samples[i].GPUUUID)
-		}
-		if samples[i].GPUUUID == "" {
-			return nil, fmt.Errorf("sample %d at %s has no GPU UUID", i, t.Format(time.RFC3339))
-		}
-		// Scrapes arrive in time order, so comparing with the previous
-		// sample's day settles almost every sample without a search.
-		if d := dayOf(t); !d.Equal(last) {
-			last = d
-			if !slices.ContainsFunc(days, d.Equal) {
-				days = append(days, d)
+	i := 0
+	for _, samples := range chunks {
+		for j := range samples {
+			t := samples[j].Time
+			if t.IsZero() {
+				return nil, fmt.Errorf("sample %d (GPU %q) has no timestamp", i, samples[j].GPUUUID)
+			}
+			if samples[j].GPUUUID == "" {
+				return nil, fmt.Errorf("sample %d at %s has no GPU UUID", i, t.Format(time.RFC3339))
+			}
+			i++
+			// Scrapes arrive in time order, so comparing with the previous
+			// sample's day settles almost every sample without a search.
+			if d := dayOf(t); !d.Equal(last) {
+				last = d
+				if !slices.ContainsFunc(days, d.Equal) {
+					days = append(days, d)
+				}
 			}
 		}
 	}
