@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,7 +112,7 @@ func benchEndToEnd(b *testing.B, fields []string, suffix string) {
 		// As cmd/collector wires them, the GPU inventory included; only the
 		// buffer is larger, to hold a whole pass.
 		inventory := &collector.Inventory{Store: s}
-		scraper := &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Concurrency: envInt("CONC", 4), Inventory: inventory.Observe,
+		scraper := &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Inventory: inventory.Observe,
 			Now: func() time.Time { return start.Add(time.Duration(tick.Load()) * time.Second) }}
 		m := collector.NewMetrics()
 		in, err := collector.NewIngester(s, collector.IngestOptions{BufferSamples: 1 << 22, Metrics: m})
@@ -166,11 +164,4 @@ func benchEndToEnd(b *testing.B, fields []string, suffix string) {
 	b.ReportMetric(pipeRate, "collector_samples_per_s"+suffix+"@samples/s")
 	b.ReportMetric(rawRate, "collector_raw_copy_samples_per_s"+suffix+"@samples/s")
 	b.ReportMetric(pipeRate/rawRate, "collector_vs_copy_ratio"+suffix+"@ratio")
-}
-
-func envInt(k string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return v
-	}
-	return def
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,22 +119,28 @@ func (s *ExporterScraper) Collect(ctx context.Context) ([]schedloop.GPUSample, e
 		err     error
 	}
 	results := make([]result, len(targets))
-	sem := make(chan struct{}, cmpOr(s.Concurrency, DefaultScrapeConcurrency))
+	// A fixed set of workers rather than a goroutine per target: a scrape
+	// grows its goroutine's stack to tens of KB, and a fresh goroutine per
+	// target paid for that growth on every scrape.
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for i, target := range targets {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			results[i].err = &TargetError{Target: target, Err: ctx.Err()}
-			continue
-		}
+	for range min(cmpOr(s.Concurrency, DefaultScrapeConcurrency), len(targets)) {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			samples, err := s.scrape(ctx, target)
-			if err != nil {
-				err = &TargetError{Target: target, Err: err}
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(targets) {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					results[i].err = &TargetError{Target: targets[i], Err: err}
+					continue
+				}
+				samples, err := s.scrape(ctx, targets[i])
+				if err != nil {
+					err = &TargetError{Target: targets[i], Err: err}
+				}
+				results[i] = result{samples, err}
 			}
-			results[i] = result{samples, err}
 		})
 	}
 	wg.Wait()
