@@ -60,6 +60,9 @@ type ExporterScraper struct {
 	// Inventory, if set, is told the GPUs (UUID, node, index, model) each
 	// page named; it is called from the scraping goroutines and must not block.
 	Inventory func(gpus []schedloop.GPU)
+
+	buffersMu sync.Mutex
+	buffers   []*[]byte // page buffers of the workers, between rounds
 }
 
 // defaultClient serves scrapers without a Client of their own. It has a
@@ -126,6 +129,12 @@ func (s *ExporterScraper) Collect(ctx context.Context) ([]schedloop.GPUSample, e
 	var wg sync.WaitGroup
 	for range min(cmpOr(s.Concurrency, DefaultScrapeConcurrency), len(targets)) {
 		wg.Go(func() {
+			// The worker's page buffer, reused target after target and
+			// round after round: a sync.Pool loses its buffers at every
+			// garbage collection, and a page of tens of KB was allocated
+			// and zeroed again.
+			page := s.takePageBuffer()
+			defer s.keepPageBuffer(page)
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(targets) {
@@ -135,7 +144,7 @@ func (s *ExporterScraper) Collect(ctx context.Context) ([]schedloop.GPUSample, e
 					results[i].err = &TargetError{Target: targets[i], Err: err}
 					continue
 				}
-				samples, err := s.scrape(ctx, targets[i])
+				samples, err := s.scrape(ctx, targets[i], page)
 				if err != nil {
 					err = &TargetError{Target: targets[i], Err: err}
 				}
@@ -160,7 +169,28 @@ func (s *ExporterScraper) Collect(ctx context.Context) ([]schedloop.GPUSample, e
 	return all, errors.Join(errs...)
 }
 
-func (s *ExporterScraper) scrape(ctx context.Context, target string) ([]schedloop.GPUSample, error) {
+func (s *ExporterScraper) takePageBuffer() *[]byte {
+	s.buffersMu.Lock()
+	defer s.buffersMu.Unlock()
+	if n := len(s.buffers); n > 0 {
+		b := s.buffers[n-1]
+		s.buffers = s.buffers[:n-1]
+		return b
+	}
+	return new([]byte)
+}
+
+func (s *ExporterScraper) keepPageBuffer(b *[]byte) {
+	s.buffersMu.Lock()
+	defer s.buffersMu.Unlock()
+	if cap(*b) <= maxPooledBody && len(s.buffers) < cmpOr(s.Concurrency, DefaultScrapeConcurrency) {
+		s.buffers = append(s.buffers, b)
+	}
+}
+
+// scrape fetches and parses one target; page is a buffer it may use and
+// grow, the caller's to reuse once scrape returns.
+func (s *ExporterScraper) scrape(ctx context.Context, target string, page *[]byte) ([]schedloop.GPUSample, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, cmpOr(s.Timeout, DefaultScrapeTimeout))
 	defer cancel()
@@ -172,13 +202,13 @@ func (s *ExporterScraper) scrape(ctx context.Context, target string) ([]schedloo
 	stage := stageFetch
 	samples, err := func() ([]schedloop.GPUSample, error) {
 		limit := cmpOr(s.MaxBodyBytes, DefaultMaxBodyBytes)
-		page, format, release, err := s.fetch(ctx, target, limit, &stage)
+		body, format, release, err := s.fetch(ctx, target, limit, page, &stage)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
 		stage = stageParse
-		set, err := parsePage(page, format, now())
+		set, err := parsePage(body, format, now())
 		if err != nil {
 			return nil, err
 		}
@@ -194,19 +224,17 @@ func (s *ExporterScraper) scrape(ctx context.Context, target string) ([]schedloo
 // fetch returns target's page and its format; release returns the page's
 // buffer once the page is parsed. A failure sets *stage to stageStatus when
 // the exporter answered but not with a page.
-func (s *ExporterScraper) fetch(ctx context.Context, target string, limit int64, stage *string) (page []byte, format expfmt.Format, release func(), err error) {
+func (s *ExporterScraper) fetch(ctx context.Context, target string, limit int64, buf *[]byte, stage *string) (page []byte, format expfmt.Format, release func(), err error) {
 	if s.Client == nil {
 		t, err := defaultPageClient.target(target)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("build request: %w", err)
 		}
 		if t.direct {
-			bp := pagePool.Get().(*[]byte)
-			resp, body, err := defaultPageClient.get(ctx, t, *bp, limit)
+			resp, body, err := defaultPageClient.get(ctx, t, *buf, limit)
 			release := func() {
 				if cap(body) <= maxPooledBody {
-					*bp = body[:0]
-					pagePool.Put(bp)
+					*buf = body[:0]
 				}
 			}
 			switch {
@@ -230,10 +258,6 @@ func (s *ExporterScraper) fetch(ctx context.Context, target string, limit int64,
 	}
 	return s.fetchNetHTTP(ctx, target, limit, stage)
 }
-
-// pagePool recycles the fast path's page buffers, as bodyPool does for
-// net/http's.
-var pagePool = sync.Pool{New: func() any { return new([]byte) }}
 
 func (s *ExporterScraper) fetchNetHTTP(ctx context.Context, target string, limit int64, stage *string) ([]byte, expfmt.Format, func(), error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
