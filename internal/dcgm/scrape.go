@@ -84,12 +84,8 @@ func scrapeTransport() *http.Transport {
 	return t
 }
 
-// bodyPool recycles page buffers between scrapes: a page is read whole,
-// parsed in place and forgotten, so one buffer per concurrent scrape serves
-// every round.
-var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// maxPooledBody keeps an unusually large page's buffer out of the pool.
+// maxPooledBody keeps an unusually large page's buffer from being kept for
+// the next scrapes.
 const maxPooledBody = 4 << 20
 
 // TargetError is one target's failed scrape.
@@ -202,11 +198,10 @@ func (s *ExporterScraper) scrape(ctx context.Context, target string, page *[]byt
 	stage := stageFetch
 	samples, err := func() ([]schedloop.GPUSample, error) {
 		limit := cmpOr(s.MaxBodyBytes, DefaultMaxBodyBytes)
-		body, format, release, err := s.fetch(ctx, target, limit, page, &stage)
+		body, format, err := s.fetch(ctx, target, limit, page, &stage)
 		if err != nil {
 			return nil, err
 		}
-		defer release()
 		stage = stageParse
 		set, err := parsePage(body, format, now())
 		if err != nil {
@@ -221,48 +216,43 @@ func (s *ExporterScraper) scrape(ctx context.Context, target string, page *[]byt
 	return samples, err
 }
 
-// fetch returns target's page and its format; release returns the page's
-// buffer once the page is parsed. A failure sets *stage to stageStatus when
-// the exporter answered but not with a page.
-func (s *ExporterScraper) fetch(ctx context.Context, target string, limit int64, buf *[]byte, stage *string) (page []byte, format expfmt.Format, release func(), err error) {
+// fetch returns target's page, read into *buf (which it may grow and leaves
+// for the caller to reuse once the page is parsed), and the page's format.
+// A failure sets *stage to stageStatus when the exporter answered but not
+// with a page.
+func (s *ExporterScraper) fetch(ctx context.Context, target string, limit int64, buf *[]byte, stage *string) ([]byte, expfmt.Format, error) {
 	if s.Client == nil {
 		t, err := defaultPageClient.target(target)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("build request: %w", err)
+			return nil, "", fmt.Errorf("build request: %w", err)
 		}
 		if t.direct {
 			resp, body, err := defaultPageClient.get(ctx, t, *buf, limit)
-			release := func() {
-				if cap(body) <= maxPooledBody {
-					*buf = body[:0]
-				}
+			if cap(body) >= cap(*buf) {
+				*buf = body[:0]
 			}
 			switch {
 			case errors.Is(err, errUseNetHTTP):
-				release()
 			case errors.As(err, new(errBodyTooLarge)):
-				release()
 				*stage = stageStatus
-				return nil, "", nil, err
+				return nil, "", err
 			case err != nil:
-				release()
-				return nil, "", nil, err
+				return nil, "", err
 			case resp.status != http.StatusOK:
-				release()
 				*stage = stageStatus
-				return nil, "", nil, fmt.Errorf("HTTP status %s", resp.statusLine)
+				return nil, "", fmt.Errorf("HTTP status %s", resp.statusLine)
 			default:
-				return body, resp.format, release, nil
+				return body, resp.format, nil
 			}
 		}
 	}
-	return s.fetchNetHTTP(ctx, target, limit, stage)
+	return s.fetchNetHTTP(ctx, target, limit, buf, stage)
 }
 
-func (s *ExporterScraper) fetchNetHTTP(ctx context.Context, target string, limit int64, stage *string) ([]byte, expfmt.Format, func(), error) {
+func (s *ExporterScraper) fetchNetHTTP(ctx context.Context, target string, limit int64, buf *[]byte, stage *string) ([]byte, expfmt.Format, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("build request: %w", err)
+		return nil, "", fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Accept", acceptHeader)
 	client := s.Client
@@ -271,33 +261,27 @@ func (s *ExporterScraper) fetchNetHTTP(ctx context.Context, target string, limit
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		*stage = stageStatus
-		return nil, "", nil, fmt.Errorf("HTTP status %s", resp.Status)
+		return nil, "", fmt.Errorf("HTTP status %s", resp.Status)
 	}
-	buf := bodyPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	release := func() {
-		if buf.Cap() <= maxPooledBody {
-			bodyPool.Put(buf)
-		}
-	}
+	page := bytes.NewBuffer((*buf)[:0])
 	if n := resp.ContentLength; n > 0 && n <= limit {
-		buf.Grow(int(n) + 1) // +1: ReadFrom wants room to see EOF
+		page.Grow(int(n) + 1) // +1: ReadFrom wants room to see EOF
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
-		release()
-		return nil, "", nil, fmt.Errorf("read body: %w", err)
+	_, err = page.ReadFrom(io.LimitReader(resp.Body, limit+1))
+	*buf = page.Bytes()[:0]
+	if err != nil {
+		return nil, "", fmt.Errorf("read body: %w", err)
 	}
-	if int64(buf.Len()) > limit {
-		release()
+	if int64(page.Len()) > limit {
 		*stage = stageStatus
-		return nil, "", nil, errBodyTooLarge{limit}
+		return nil, "", errBodyTooLarge{limit}
 	}
-	return buf.Bytes(), expfmt.ResponseFormat(resp.Header), release, nil
+	return page.Bytes(), expfmt.ResponseFormat(resp.Header), nil
 }
 
 func cmpOr[T int | int64 | time.Duration](v, def T) T {
