@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -251,4 +252,29 @@ func FuzzParseFailedScheduling(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRepeatedEventKeepsItsFirstAttempt: an event first seen with a count
+// of 3 (created and counted up between two writes, or found by a re-list)
+// still records the attempt of its first occurrence.
+func TestRepeatedEventKeepsItsFirstAttempt(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 9, 2, 1, 0, time.UTC)
+	e := schedloop.Event{UID: "ev-1", InvolvedKind: "Pod", InvolvedUID: "pod-1", Reason: "FailedScheduling",
+		Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", Count: 3, FirstSeen: t0, LastSeen: t0.Add(time.Minute)}
+	got := attempts(e, NewParser())
+	if len(got) != 2 {
+		t.Fatalf("got %d attempts, want the latest and the first: %+v", len(got), got)
+	}
+	for i, want := range []struct {
+		key string
+		at  time.Time
+	}{{"ev-1/3", t0.Add(time.Minute)}, {"ev-1/1", t0}} {
+		if got[i].Key != want.key || !got[i].At.Equal(want.at) || got[i].Category != schedloop.WaitInsufficientGPU || got[i].PodUID != "pod-1" {
+			t.Errorf("attempt %d = %+v, want key %s at %s, insufficient_gpu, pod-1", i, got[i], want.key, want.at)
+		}
+	}
+	e.Count, e.LastSeen = 1, t0
+	if got := attempts(e, NewParser()); len(got) != 1 || got[0].Key != "ev-1/1" {
+		t.Errorf("a first occurrence gave %+v, want one attempt ev-1/1", got)
+	}
 }

@@ -259,8 +259,29 @@ const (
 // attemptKey identifies the attempt an event's latest count records.
 func attemptKey(e schedloop.Event) string { return e.UID + "/" + strconv.Itoa(e.Count) }
 
-// attempt turns a scheduling event about a pod into an attempt, keyed by the
-// event's UID and count so a re-list or a replayed watch adds nothing.
+// attempts turns a scheduling event about a pod into attempts, keyed by the
+// event's UID and count so a re-list or a replayed watch adds nothing: the
+// latest occurrence and, for a repeated event, the first. The watcher keeps
+// only an event's latest state between writes (and a re-list sees only
+// that), so the first occurrence of an event created and then counted up
+// in between would otherwise be lost, and the pod's wait before it read as
+// not yet attempted. Occurrences between the first and the latest carry no
+// time of their own.
+func attempts(e schedloop.Event, parser *Parser) []schedloop.SchedulingAttempt {
+	latest, ok := attempt(e, parser)
+	if !ok {
+		return nil
+	}
+	out := []schedloop.SchedulingAttempt{latest}
+	if e.Count > 1 && !e.FirstSeen.IsZero() && e.FirstSeen.Before(e.LastSeen) {
+		first := latest
+		first.Key, first.At = e.UID+"/1", e.FirstSeen
+		out = append(out, first)
+	}
+	return out
+}
+
+// attempt is the attempt an event's latest occurrence records.
 func attempt(e schedloop.Event, parser *Parser) (schedloop.SchedulingAttempt, bool) {
 	if e.InvolvedKind != "Pod" || e.InvolvedUID == "" {
 		return schedloop.SchedulingAttempt{}, false

@@ -367,8 +367,8 @@ func (w *Watcher) Flush(ctx context.Context) error {
 		if _, parsed := w.attempts[attemptKey(row)]; parsed {
 			continue
 		}
-		if a, ok := attempt(row, w.opts.Parser); ok {
-			if a.Result != schedloop.AttemptScheduled && a.Category == schedloop.WaitOther {
+		for i, a := range attempts(row, w.opts.Parser) {
+			if i == 0 && a.Result != schedloop.AttemptScheduled && a.Category == schedloop.WaitOther {
 				w.log.Info("scheduling message not understood; stored under category other", "pod", row.InvolvedName, "message", row.Message)
 			}
 			w.attempts[a.Key] = a
