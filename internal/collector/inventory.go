@@ -23,13 +23,27 @@ type Inventory struct {
 	Every  time.Duration
 	Logger *slog.Logger
 
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	stored  map[string]schedloop.GPU // by UUID, as last written
 	pending map[string]schedloop.GPU
 }
 
 // Observe notes gpus; it never waits for the database.
 func (inv *Inventory) Observe(gpus []schedloop.GPU) {
+	// Every scrape worker reports every page, and a page almost always
+	// names the GPUs it named last time: check that under the shared lock.
+	inv.mu.RLock()
+	known := true
+	for _, g := range gpus {
+		if old, ok := inv.stored[g.UUID]; !ok || old != g {
+			known = false
+			break
+		}
+	}
+	inv.mu.RUnlock()
+	if known {
+		return
+	}
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	for _, g := range gpus {
