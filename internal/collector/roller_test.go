@@ -1,6 +1,10 @@
 package collector_test
 
 import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,5 +87,52 @@ func TestRollerPassFillsTheDashboard(t *testing.T) {
 	}
 	if len(reasons) == 0 {
 		t.Error("no wait reasons after a roller pass; p2 waited")
+	}
+}
+
+// gpuLog records what an Inventory writes.
+type gpuLog struct {
+	mu      sync.Mutex
+	batches [][]schedloop.GPU
+}
+
+func (l *gpuLog) RecordGPUs(_ context.Context, gpus []schedloop.GPU) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.batches = append(l.batches, slices.Clone(gpus))
+	return nil
+}
+
+func TestInventoryWritesOnlyWhatChanged(t *testing.T) {
+	log := &gpuLog{}
+	inv := &collector.Inventory{Store: log}
+	a := schedloop.GPU{UUID: "GPU-a", Node: "n1", Index: 0, Model: "NVIDIA H100 80GB HBM3"}
+	b := schedloop.GPU{UUID: "GPU-b", Node: "n1", Index: 1, Model: "NVIDIA H100 80GB HBM3"}
+	flush := func() []schedloop.GPU {
+		t.Helper()
+		n := len(log.batches)
+		if err := inv.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(log.batches) == n {
+			return nil
+		}
+		got := log.batches[len(log.batches)-1]
+		slices.SortFunc(got, func(x, y schedloop.GPU) int { return strings.Compare(x.UUID, y.UUID) })
+		return got
+	}
+	inv.Observe([]schedloop.GPU{a, b})
+	if got := flush(); !slices.Equal(got, []schedloop.GPU{a, b}) {
+		t.Fatalf("first write %v, want both GPUs", got)
+	}
+	inv.Observe([]schedloop.GPU{a, b})
+	if got := flush(); got != nil {
+		t.Errorf("wrote %v for GPUs already stored", got)
+	}
+	moved := b
+	moved.Node = "n2"
+	inv.Observe([]schedloop.GPU{a, moved})
+	if got := flush(); !slices.Equal(got, []schedloop.GPU{moved}) {
+		t.Errorf("after GPU-b moved, wrote %v, want only it", got)
 	}
 }
