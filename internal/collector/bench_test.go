@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,18 +18,6 @@ import (
 	"github.com/schedloop/schedloop/internal/store"
 	"github.com/schedloop/schedloop/internal/store/storetest"
 )
-
-// staticGPUs is an exporter.Source with eight busy GPUs per node.
-type staticGPUs struct{}
-
-func (staticGPUs) GPUs(node string) []exporter.GPU {
-	out := make([]exporter.GPU, 8)
-	for i := range out {
-		out[i] = exporter.GPU{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", node, i), Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559,
-			Pod: fmt.Sprintf("train-%s-%d", node, i/4), Namespace: "ml", Container: "main", Util: 0.1 * float64(i), MemFraction: 0.5}
-	}
-	return out
-}
 
 // BenchmarkCollectorEndToEnd measures sustained samples/s from dcgm-exporter
 // pages to rows in Postgres: N simulated exporters served over HTTP, scraped,
@@ -61,39 +48,15 @@ func BenchmarkCollectorEndToEnd(b *testing.B) {
 	b.Run("page=trimmed-5-fields", func(b *testing.B) { benchEndToEnd(b, dcgm.Metrics, "_5field") })
 }
 
-// keepFamilies drops every metric family of page not in keep, HELP and TYPE
-// lines included: what dcgm-exporter prints when its counters file lists
-// only those fields.
-func keepFamilies(page []byte, keep []string) []byte {
-	var out bytes.Buffer
-	for _, line := range bytes.SplitAfter(page, []byte("\n")) {
-		name := line
-		if bytes.HasPrefix(line, []byte("# HELP ")) || bytes.HasPrefix(line, []byte("# TYPE ")) {
-			name = line[len("# HELP "):]
-		}
-		if i := bytes.IndexAny(name, "{ "); i >= 0 {
-			name = name[:i]
-		}
-		if slices.Contains(keep, string(name)) {
-			out.Write(line)
-		}
-	}
-	return out.Bytes()
-}
-
 func benchEndToEnd(b *testing.B, fields []string, suffix string) {
 	const nodes, rounds = 64, 200 // 512 GPUs per scrape, 102,400 samples per pass
 	var urls []string
 	for n := range nodes {
 		var page bytes.Buffer
-		if err := exporter.New(fmt.Sprintf("node-%03d", n), staticGPUs{}).Write(&page); err != nil {
+		if err := exporter.New(fmt.Sprintf("node-%03d", n), exporter.BusyNode{}).WithCounters(fields...).Write(&page); err != nil {
 			b.Fatal(err)
 		}
-		body := page.Bytes()
-		if fields != nil {
-			body = keepFamilies(body, fields)
-		}
-		urls = append(urls, serveLikeDCGMExporter(b, body))
+		urls = append(urls, serveLikeDCGMExporter(b, page.Bytes()))
 	}
 	s := storetest.New(b)
 	ctx := context.Background()

@@ -3,7 +3,6 @@ package dcgm
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
@@ -11,48 +10,18 @@ import (
 	"github.com/schedloop/schedloop/internal/harness/exporter"
 )
 
-// benchGPUs is an exporter.Source with eight busy GPUs per node, as in the
-// collector's end-to-end benchmark.
-type benchGPUs struct{}
-
-func (benchGPUs) GPUs(node string) []exporter.GPU {
-	out := make([]exporter.GPU, 8)
-	for i := range out {
-		out[i] = exporter.GPU{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", node, i), Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559,
-			Pod: fmt.Sprintf("train-%s-%d", node, i/4), Namespace: "ml", Container: "main", Util: 0.1 * float64(i), MemFraction: 0.5}
-	}
-	return out
-}
-
-// keepOnly drops every metric family of page not in keep, HELP and TYPE
-// lines included: what dcgm-exporter prints when its counters file lists
-// only those fields.
-func keepOnly(page []byte, keep []string) []byte {
-	var out bytes.Buffer
-	for _, line := range bytes.SplitAfter(page, []byte("\n")) {
-		name := line
-		if bytes.HasPrefix(line, []byte("# HELP ")) || bytes.HasPrefix(line, []byte("# TYPE ")) {
-			name = line[len("# HELP "):]
-		}
-		if i := bytes.IndexAny(name, "{ "); i >= 0 {
-			name = name[:i]
-		}
-		if slices.Contains(keep, string(name)) {
-			out.Write(line)
-		}
-	}
-	return out.Bytes()
-}
-
 // harnessPages renders one 8-GPU node's page as the simulated exporter
 // prints it: with dcgm-exporter's default counters, and trimmed to the five
 // stored fields.
 func harnessPages(tb testing.TB) (def, trimmed []byte) {
-	var b bytes.Buffer
-	if err := exporter.New("node-0001", benchGPUs{}).Write(&b); err != nil {
+	var full, five bytes.Buffer
+	if err := exporter.New("node-0001", exporter.BusyNode{}).Write(&full); err != nil {
 		tb.Fatal(err)
 	}
-	return b.Bytes(), keepOnly(b.Bytes(), Metrics)
+	if err := exporter.New("node-0001", exporter.BusyNode{}).WithCounters(Metrics...).Write(&five); err != nil {
+		tb.Fatal(err)
+	}
+	return full.Bytes(), five.Bytes()
 }
 
 // BenchmarkParseExporterPage is the scraper's parse step on the pages of

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -112,11 +113,26 @@ func fbUsed(g GPU) float64 {
 	return round(g.MemFraction * float64(g.MemoryMiB))
 }
 
+// BusyNode is a Source of eight GPUs per node, each held by a pod at a
+// steady utilisation: the same page scrape after scrape, for benchmarks.
+type BusyNode struct{}
+
+// GPUs implements Source.
+func (BusyNode) GPUs(node string) []GPU {
+	out := make([]GPU, 8)
+	for i := range out {
+		out[i] = GPU{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", node, i), Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559,
+			Pod: fmt.Sprintf("train-%s-%d", node, i/4), Namespace: "ml", Container: "main", Util: 0.1 * float64(i), MemFraction: 0.5}
+	}
+	return out
+}
+
 // Exporter is the simulated dcgm-exporter of one node.
 type Exporter struct {
 	node, hostname string
 	src            Source
 	now            func() time.Time
+	counters       []string
 
 	mu     sync.Mutex
 	energy map[string]float64 // mJ per GPU UUID
@@ -130,6 +146,13 @@ type Exporter struct {
 // (dcgm-exporter reports the node name there when run as a DaemonSet).
 func New(node string, src Source) *Exporter {
 	return &Exporter{node: node, hostname: node, src: src, now: time.Now, energy: map[string]float64{}}
+}
+
+// WithCounters limits the page to the metrics named, as dcgm-exporter's
+// counters file (-f) does; without it the page has every field above.
+func (e *Exporter) WithCounters(names ...string) *Exporter {
+	e.counters = names
+	return e
 }
 
 // Serve listens on a free loopback port and serves /metrics until Close.
@@ -180,6 +203,9 @@ func (e *Exporter) Write(w io.Writer) error {
 	energy := e.accumulate(gpus)
 	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, f := range fields {
+		if e.counters != nil && !slices.Contains(e.counters, f.name) {
+			continue
+		}
 		mf := &dto.MetricFamily{Name: proto.String(f.name), Help: proto.String(f.help), Type: f.typ.Enum()}
 		for _, g := range gpus {
 			v := f.value(g, energy[g.UUID])

@@ -3,7 +3,9 @@ package exporter
 import (
 	"bytes"
 	"flag"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +90,22 @@ func TestServeHTTP(t *testing.T) {
 	t.Cleanup(func() { e.Close() })
 	if !strings.HasPrefix(e.URL(), "http://127.0.0.1:") || !strings.HasSuffix(e.URL(), "/metrics") {
 		t.Fatalf("URL %q", e.URL())
+	}
+}
+
+// TestWithCountersPrintsOnlyThoseFamilies: as dcgm-exporter with a counters
+// file, the page holds the named families whole and nothing else.
+func TestWithCountersPrintsOnlyThoseFamilies(t *testing.T) {
+	var page bytes.Buffer
+	if err := New("node-a", BusyNode{}).WithCounters("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED").Write(&page); err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(&page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fams) != 2 || len(fams["DCGM_FI_DEV_GPU_UTIL"].GetMetric()) != 8 || len(fams["DCGM_FI_DEV_FB_USED"].GetMetric()) != 8 {
+		t.Errorf("page has families %v, want DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED with 8 GPUs each", slices.Sorted(maps.Keys(fams)))
 	}
 }
