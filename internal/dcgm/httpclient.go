@@ -1,7 +1,6 @@
 package dcgm
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -70,9 +69,9 @@ const (
 	maxChunkLine = 4096
 	// maxTargets bounds the per-target cache; when full it starts over.
 	maxTargets = 1 << 16
-	// pageReadBuffer holds a response head and the start of the body; the
-	// rest of a larger page is read straight into the page buffer.
-	pageReadBuffer = 16 << 10
+	// minReadBuffer is the least room a response is read into: an 8-GPU
+	// node's page with dcgm-exporter's default counters (~45 KB) fits whole.
+	minReadBuffer = 64 << 10
 )
 
 // pageTarget is what a target URL needs, worked out once: whether pageClient
@@ -86,7 +85,8 @@ type pageTarget struct {
 	idle atomic.Pointer[pageConn]
 }
 
-// pageConn is one kept-alive connection with its read buffer.
+// pageConn is one kept-alive connection. It keeps no bytes between
+// responses: each is read into the page buffer of the scrape that asked.
 type pageConn struct {
 	net.Conn
 	r        responseReader
@@ -162,19 +162,21 @@ func buildRequest(u *url.URL) []byte {
 	return b.Bytes()
 }
 
-// get fetches t into body (reusing its capacity) and returns the response
-// and the body. A non-200 status is a response, not an error.
-func (c *pageClient) get(ctx context.Context, t *pageTarget, body []byte, limit int64) (pageResponse, []byte, error) {
+// get fetches t and returns the response and its body. The response is read
+// into *buf, which get may grow and leaves for the caller to reuse once the
+// body is no longer needed; the body is part of it. A non-200 status is a
+// response, not an error.
+func (c *pageClient) get(ctx context.Context, t *pageTarget, buf *[]byte, limit int64) (pageResponse, []byte, error) {
 	for attempt := 0; ; attempt++ {
 		conn, reused := t.idle.Swap(nil), true
 		if conn == nil {
 			nc, err := c.dialer.DialContext(ctx, "tcp", t.hostport)
 			if err != nil {
-				return pageResponse{}, body, err
+				return pageResponse{}, nil, err
 			}
-			conn, reused = &pageConn{Conn: nc, r: responseReader{bufio.NewReaderSize(nc, pageReadBuffer), nc}}, false
+			conn, reused = &pageConn{Conn: nc, r: responseReader{conn: nc}}, false
 		}
-		resp, out, keep, err := c.roundTrip(ctx, conn, reused, t.request, body[:0], limit)
+		resp, out, keep, err := c.roundTrip(ctx, conn, reused, t.request, buf, limit)
 		if err == nil && keep {
 			c.put(t, conn)
 		} else {
@@ -218,13 +220,15 @@ func (c *pageClient) closeIdle() {
 	})
 }
 
-// roundTrip sends request on conn and reads the response. keep says the
-// connection can serve another request.
-func (c *pageClient) roundTrip(ctx context.Context, conn *pageConn, reused bool, request, body []byte, limit int64) (resp pageResponse, out []byte, keep bool, err error) {
+// roundTrip sends request on conn and reads the response into *buf. keep
+// says the connection can serve another request.
+func (c *pageClient) roundTrip(ctx context.Context, conn *pageConn, reused bool, request []byte, buf *[]byte, limit int64) (resp pageResponse, out []byte, keep bool, err error) {
 	deadline, _ := ctx.Deadline()
 	if err := conn.SetDeadline(deadline); err != nil {
-		return resp, body, false, err
+		return resp, nil, false, err
 	}
+	conn.r.start(*buf)
+	defer func() { *buf = conn.r.release() }()
 	// A cancelled context interrupts a blocked read or write by moving the
 	// deadline into the past.
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
@@ -245,23 +249,28 @@ func (c *pageClient) roundTrip(ctx context.Context, conn *pageConn, reused bool,
 	}()
 	if _, err := conn.Write(request); err != nil {
 		if reused && isStale(err) {
-			return resp, body, false, errStaleConn
+			return resp, nil, false, errStaleConn
 		}
-		return resp, body, false, err
+		return resp, nil, false, err
 	}
 	if reused {
 		// Nothing of the response is read yet: an EOF or reset here is a
 		// connection the server closed while it sat idle.
-		if _, err := conn.r.Peek(1); err != nil {
+		if err := conn.r.fill(); err != nil {
 			if isStale(err) {
-				return resp, body, false, errStaleConn
+				return resp, nil, false, errStaleConn
 			}
-			return resp, body, false, err
+			return resp, nil, false, err
 		}
 	}
-	head, out, err := readResponse(&conn.r, body, limit)
+	head, out, err := readResponse(&conn.r, limit)
 	if err != nil {
-		return resp, out, false, err
+		return resp, nil, false, err
+	}
+	if conn.r.pending() {
+		// Bytes past the response were not asked for: the connection no
+		// longer says where the next response begins.
+		head.keepAlive = false
 	}
 	resp.status, resp.statusLine = head.status, head.statusLine
 	if head.contentType != conn.lastType || conn.lastFormat == "" {
@@ -272,27 +281,27 @@ func (c *pageClient) roundTrip(ctx context.Context, conn *pageConn, reused bool,
 	return resp, out, head.keepAlive, nil
 }
 
-// readResponse reads one response into body: its head, and its body when the
-// status is 200 (other statuses' bodies are read and dropped, so the
-// connection stays usable, up to maxErrorBody).
-func readResponse(br *responseReader, body []byte, limit int64) (responseHead, []byte, error) {
-	head, err := readResponseHead(br)
+// readResponse reads one response: its head, and its body when the status
+// is 200 (other statuses' bodies are read and dropped, so the connection
+// stays usable, up to maxErrorBody). The body is in r's buffer.
+func readResponse(r *responseReader, limit int64) (responseHead, []byte, error) {
+	head, err := readResponseHead(r)
 	if err != nil {
-		return head, body, err
+		return head, nil, err
 	}
 	if head.status != http.StatusOK {
-		_, err := readBody(br, head, body, maxErrorBody)
+		_, err := readBody(r, head, maxErrorBody)
 		head.keepAlive = head.keepAlive && err == nil
-		return head, body[:0], nil
+		return head, nil, nil
 	}
-	out, err := readBody(br, head, body, limit)
+	out, err := readBody(r, head, limit)
 	if err != nil {
-		return head, out, err
+		return head, nil, err
 	}
 	if head.contentEncoding == "gzip" {
 		// Not asked for, but a server may send it anyway.
 		if out, err = gunzip(out, limit); err != nil {
-			return head, out, err
+			return head, nil, err
 		}
 	}
 	return head, out, nil
@@ -451,112 +460,163 @@ func readOneHead(br *responseReader) (responseHead, error) {
 
 // readHeadLine reads one line of the head without its CRLF (or bare LF),
 // counting bytes against maxHeaderBytes.
-func readHeadLine(br *responseReader, read *int) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
-	*read += len(line)
-	var long []byte
-	// A line longer than the buffer is rare (a huge cookie, say): gather it.
-	for errors.Is(err, bufio.ErrBufferFull) && *read <= maxHeaderBytes {
-		long = append(long, line...)
-		line, err = br.ReadSlice('\n')
-		*read += len(line)
-	}
-	if *read > maxHeaderBytes {
-		return nil, fmt.Errorf("HTTP response head exceeds %d bytes", maxHeaderBytes)
-	}
-	if long != nil {
-		line = append(long, line...)
-	}
-	if err != nil {
-		if errors.Is(err, io.EOF) && *read > 0 {
-			err = io.ErrUnexpectedEOF
+func readHeadLine(r *responseReader, read *int) ([]byte, error) {
+	scanned := 0
+	for {
+		if i := bytes.IndexByte(r.buf[r.pos+scanned:], '\n'); i >= 0 {
+			line := r.buf[r.pos : r.pos+scanned+i+1]
+			r.pos += len(line)
+			if *read += len(line); *read > maxHeaderBytes {
+				return nil, fmt.Errorf("HTTP response head exceeds %d bytes", maxHeaderBytes)
+			}
+			line = line[:len(line)-1]
+			if n := len(line); n > 0 && line[n-1] == '\r' {
+				line = line[:n-1]
+			}
+			return line, nil
 		}
-		return nil, err
+		scanned = len(r.buf) - r.pos
+		if *read+scanned > maxHeaderBytes {
+			return nil, fmt.Errorf("HTTP response head exceeds %d bytes", maxHeaderBytes)
+		}
+		if err := r.fill(); err != nil {
+			if errors.Is(err, io.EOF) && *read+scanned > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
-	line = line[:len(line)-1]
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return line, nil
 }
 
-// readBody reads the body the head announces into body, up to limit bytes.
-func readBody(br *responseReader, h responseHead, body []byte, limit int64) ([]byte, error) {
+// readBody reads the body the head announces, up to limit bytes.
+func readBody(r *responseReader, h responseHead, limit int64) ([]byte, error) {
 	switch {
 	case h.noBody:
-		return body, nil
+		return nil, nil
 	case h.chunked:
-		return readChunked(br, body, limit)
+		return readChunked(r, limit)
 	case h.contentLength >= 0:
 		if h.contentLength > limit {
-			return body, errBodyTooLarge{limit}
+			return nil, errBodyTooLarge{limit}
 		}
-		return readFull(br, body, int(h.contentLength))
+		return readFull(r, int(h.contentLength))
 	default:
-		return readToEOF(br, body, limit)
+		return readToEOF(r, limit)
 	}
 }
 
-// responseReader reads responses from a connection: lines and small reads
-// through the bufio.Reader, and, once its buffer is drained, the bulk of a
-// body straight from conn into the page buffer, so a page is copied once.
+// responseReader reads responses from a connection into one buffer, the
+// page buffer of the scrape: the head is parsed where it landed and the body
+// is left in place, so a page is copied once, out of the kernel, with as
+// few reads as its arrival allows (one, when the whole response is there).
+// The buffer is the caller's between start and release.
 type responseReader struct {
-	*bufio.Reader
-	conn io.Reader // what the bufio.Reader reads from
+	conn io.Reader
+	// buf holds the bytes read so far; its spare capacity is where the
+	// next read lands. pos is the first byte not yet consumed.
+	buf []byte
+	pos int
 }
 
-// readFull appends exactly n bytes.
-func readFull(br *responseReader, body []byte, n int) ([]byte, error) {
-	start := len(body)
-	body = growLen(body, n)
-	dst := body[start:]
-	got := 0
-	if b := br.Buffered(); b > 0 {
-		// Served from the buffer, without a read from the connection.
-		got, _ = br.Read(dst[:min(b, n)])
+// start makes buf, emptied, the buffer the next response is read into.
+func (r *responseReader) start(buf []byte) { r.buf, r.pos = buf[:0], 0 }
+
+// release hands the buffer, possibly grown, back to the caller.
+func (r *responseReader) release() []byte {
+	b := r.buf[:0]
+	r.buf, r.pos = nil, 0
+	return b
+}
+
+// pending says bytes were read past what has been consumed.
+func (r *responseReader) pending() bool { return r.pos < len(r.buf) }
+
+// fill reads once more from the connection, growing the buffer when it is
+// full. Data comes first: an error that came with data is returned by the
+// next call.
+func (r *responseReader) fill() error {
+	if len(r.buf) == cap(r.buf) {
+		r.grow(max(cap(r.buf), minReadBuffer))
 	}
-	var err error
-	if got < n {
-		_, err = io.ReadFull(br.conn, dst[got:])
-	}
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	for range 100 {
+		n, err := r.conn.Read(r.buf[len(r.buf):cap(r.buf)])
+		r.buf = r.buf[:len(r.buf)+n]
+		if n > 0 {
+			return nil
 		}
-		return body[:start], fmt.Errorf("read body: %w", err)
+		if err != nil {
+			return err
+		}
 	}
+	return io.ErrNoProgress
+}
+
+// grow makes room for n more bytes after those read.
+func (r *responseReader) grow(n int) {
+	if cap(r.buf)-len(r.buf) >= n {
+		return
+	}
+	nb := make([]byte, len(r.buf), len(r.buf)+n)
+	copy(nb, r.buf)
+	r.buf = nb
+}
+
+// need reads until n unconsumed bytes are buffered.
+func (r *responseReader) need(n int) error {
+	if missing := r.pos + n - len(r.buf); missing > 0 {
+		r.grow(missing)
+	}
+	for len(r.buf)-r.pos < n {
+		if err := r.fill(); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// readFull consumes exactly n bytes.
+func readFull(r *responseReader, n int) ([]byte, error) {
+	if err := r.need(n); err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	body := r.buf[r.pos : r.pos+n : r.pos+n]
+	r.pos += n
 	return body, nil
 }
 
-func readToEOF(br *responseReader, body []byte, limit int64) ([]byte, error) {
+func readToEOF(r *responseReader, limit int64) ([]byte, error) {
+	from := r.pos
 	for {
-		if len(body) == cap(body) {
-			body = append(body, 0)[:len(body)]
+		if int64(len(r.buf)-from) > limit {
+			return nil, errBodyTooLarge{limit}
 		}
-		n, err := br.Read(body[len(body):cap(body)])
-		body = body[:len(body)+n]
-		if int64(len(body)) > limit {
-			return body, errBodyTooLarge{limit}
-		}
+		err := r.fill()
 		if errors.Is(err, io.EOF) {
-			return body, nil
+			r.pos = len(r.buf)
+			return r.buf[from:r.pos:r.pos], nil
 		}
 		if err != nil {
-			return body, fmt.Errorf("read body: %w", err)
+			return nil, fmt.Errorf("read body: %w", err)
 		}
 	}
 }
 
-// readChunked decodes a chunked body, then reads and ignores trailers.
-func readChunked(br *responseReader, body []byte, limit int64) ([]byte, error) {
+// readChunked decodes a chunked body, then reads and ignores trailers. The
+// first chunk stays where it was read and later ones are moved up to it,
+// so the usual single-chunk page is not moved at all.
+func readChunked(r *responseReader, limit int64) ([]byte, error) {
+	from, to := -1, -1
 	read := 0
 	for {
-		line, err := readHeadLine(br, &read)
+		line, err := readHeadLine(r, &read)
 		if err != nil {
-			return body, fmt.Errorf("read chunk size: %w", err)
+			return nil, fmt.Errorf("read chunk size: %w", err)
 		}
 		if len(line) >= maxChunkLine {
-			return body, fmt.Errorf("chunk size line exceeds %d bytes", maxChunkLine)
+			return nil, fmt.Errorf("chunk size line exceeds %d bytes", maxChunkLine)
 		}
 		if i := bytes.IndexByte(line, ';'); i >= 0 {
 			line = line[:i] // chunk extensions carry nothing a page needs
@@ -564,45 +624,47 @@ func readChunked(br *responseReader, body []byte, limit int64) ([]byte, error) {
 		line = bytes.TrimRight(line, " \t")
 		size, err := strconv.ParseUint(string(line), 16, 63)
 		if err != nil || len(line) == 0 {
-			return body, fmt.Errorf("malformed chunk size %q", truncate(line))
+			return nil, fmt.Errorf("malformed chunk size %q", truncate(line))
 		}
 		if size == 0 {
 			break
 		}
-		if int64(len(body))+int64(size) > limit {
-			return body, errBodyTooLarge{limit}
+		if from < 0 {
+			from, to = r.pos, r.pos
 		}
-		if body, err = readFull(br, body, int(size)); err != nil {
-			return body, err
+		if int64(to-from)+int64(size) > limit {
+			return nil, errBodyTooLarge{limit}
 		}
-		crlf, err := readHeadLine(br, &read)
+		if err := r.need(int(size)); err != nil {
+			return nil, fmt.Errorf("read body: %w", err)
+		}
+		if to != r.pos {
+			copy(r.buf[to:], r.buf[r.pos:r.pos+int(size)])
+		}
+		to += int(size)
+		r.pos += int(size)
+		crlf, err := readHeadLine(r, &read)
 		if err != nil {
-			return body, fmt.Errorf("read chunk end: %w", err)
+			return nil, fmt.Errorf("read chunk end: %w", err)
 		}
 		if len(crlf) != 0 {
-			return body, errors.New("malformed chunked body: chunk data longer than its size")
+			return nil, errors.New("malformed chunked body: chunk data longer than its size")
 		}
 		read = 0
 	}
 	for read = 0; ; {
-		line, err := readHeadLine(br, &read)
+		line, err := readHeadLine(r, &read)
 		if err != nil {
-			return body, fmt.Errorf("read trailers: %w", err)
+			return nil, fmt.Errorf("read trailers: %w", err)
 		}
 		if len(line) == 0 {
-			return body, nil
+			break
 		}
 	}
-}
-
-// growLen extends b by n bytes, keeping its contents.
-func growLen(b []byte, n int) []byte {
-	if cap(b)-len(b) < n {
-		nb := make([]byte, len(b), len(b)+n)
-		copy(nb, b)
-		b = nb
+	if from < 0 {
+		return nil, nil
 	}
-	return b[:len(b)+n]
+	return r.buf[from:to:to], nil
 }
 
 // validHeaderName: a token (RFC 9110 5.6.2), as net/http requires.

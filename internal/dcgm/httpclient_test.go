@@ -37,15 +37,42 @@ type responseOutcome struct {
 	Error       string `json:"error,omitempty"`
 }
 
-// testResponseReader reads raw with a buffer small enough that bodies are
-// read partly from the buffer and partly straight from the source.
+// trickle hands out its bytes a few at a time, as a connection may when a
+// response arrives in pieces, so that every line and chunk of a response is
+// at some point read partly.
+type trickle struct {
+	rest []byte
+	n    int
+}
+
+func (t *trickle) Read(p []byte) (int, error) {
+	if len(t.rest) == 0 {
+		return 0, io.EOF
+	}
+	t.n = t.n%7 + 1 // 1, 2, ..., 7 bytes, over and over
+	n := copy(p[:min(len(p), t.n)], t.rest)
+	t.rest = t.rest[n:]
+	return n, nil
+}
+
+// testResponseReader reads raw as the page client reads a connection, in
+// pieces of a few bytes.
 func testResponseReader(raw []byte) *responseReader {
-	src := bytes.NewReader(raw)
-	return &responseReader{bufio.NewReaderSize(src, 16), src}
+	return &responseReader{conn: &trickle{rest: raw}}
 }
 
 func readOutcome(raw []byte) responseOutcome {
-	head, body, err := readResponse(testResponseReader(raw), nil, goldenLimit)
+	return readOutcomeFrom(testResponseReader(raw))
+}
+
+// readOutcomeWhole reads raw as a response that arrived in full before the
+// first read.
+func readOutcomeWhole(raw []byte) responseOutcome {
+	return readOutcomeFrom(&responseReader{conn: bytes.NewReader(raw)})
+}
+
+func readOutcomeFrom(r *responseReader) responseOutcome {
+	head, body, err := readResponse(r, goldenLimit)
 	out := responseOutcome{Status: head.status, StatusLine: head.statusLine, ContentType: head.contentType, KeepAlive: head.keepAlive}
 	switch {
 	case errors.Is(err, errUseNetHTTP):
@@ -75,7 +102,11 @@ func TestReadResponseGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, strings.TrimSuffix(f, ".http")+".golden.json", readOutcome(raw))
+			got := readOutcome(raw)
+			checkGolden(t, strings.TrimSuffix(f, ".http")+".golden.json", got)
+			if whole := readOutcomeWhole(raw); whole != got {
+				t.Errorf("read in one piece: %+v\nread a few bytes at a time: %+v", whole, got)
+			}
 		})
 	}
 }
@@ -94,7 +125,11 @@ func FuzzReadResponse(f *testing.F) {
 		f.Add(raw)
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		head, body, err := readResponse(testResponseReader(raw), nil, goldenLimit)
+		// Where a read ends must not change what is read.
+		if whole, pieces := readOutcomeWhole(raw), readOutcome(raw); whole != pieces {
+			t.Fatalf("read in one piece: %+v\nread a few bytes at a time: %+v", whole, pieces)
+		}
+		head, body, err := readResponse(testResponseReader(raw), goldenLimit)
 		if err != nil {
 			return
 		}
@@ -163,7 +198,7 @@ func fetchPage(t *testing.T, c *pageClient, rawURL string) (pageResponse, []byte
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return c.get(ctx, tg, nil, DefaultMaxBodyBytes)
+	return c.get(ctx, tg, new([]byte), DefaultMaxBodyBytes)
 }
 
 func TestPageClientKeepsOneConnectionPerExporter(t *testing.T) {
@@ -336,5 +371,87 @@ func TestResponseHeadLimit(t *testing.T) {
 	huge := "HTTP/1.1 200 OK\r\nX-Huge: " + strings.Repeat("a", maxHeaderBytes) + "\r\n\r\n"
 	if o := readOutcome([]byte(huge)); !strings.Contains(o.Error, "head exceeds 1048576 bytes") {
 		t.Errorf("a head over 1 MB: %+v, want it refused", o)
+	}
+}
+
+// TestResponseReadInPlace: a response that is all there when read takes one
+// read, and its body is the bytes where they landed in the page buffer.
+func TestResponseReadInPlace(t *testing.T) {
+	page := exporterPage(8)
+	raw := fmt.Appendf(nil, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(page), page)
+	src := &countingReader{r: bytes.NewReader(raw)}
+	buf := make([]byte, 0, 2*len(raw))
+	r := &responseReader{conn: src}
+	r.start(buf)
+	_, body, err := readResponse(r, DefaultMaxBodyBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(body, page) {
+		t.Fatalf("%d-byte body, want the %d-byte page", len(body), len(page))
+	}
+	if src.reads != 1 {
+		t.Errorf("%d reads, want 1", src.reads)
+	}
+	if r.pending() {
+		t.Error("bytes left over after the response")
+	}
+	if kept := r.release(); &kept[:1][0] != &buf[:1][0] || &body[0] != &buf[:len(raw)][len(raw)-len(page)-len("\r\n0\r\n\r\n")] {
+		t.Error("the body was copied out of the page buffer")
+	}
+}
+
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+// TestPageClientDropsConnectionWithBytesPastTheResponse: bytes the server
+// sent after a response are not the start of the next one, so the
+// connection is not used again.
+func TestPageClientDropsConnectionWithBytesPastTheResponse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if line == "\r\n" {
+						c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n"))
+					}
+				}
+			}()
+		}
+	}()
+	c := &pageClient{}
+	defer c.closeIdle()
+	for i := range 2 {
+		_, body, err := fetchPage(t, c, "http://"+ln.Addr().String()+"/metrics")
+		if err != nil || string(body) != "ok" {
+			t.Fatalf("scrape %d: body %q, %v", i, body, err)
+		}
+	}
+	if n := accepted.Load(); n != 2 {
+		t.Errorf("server accepted %d connections, want 2 (none kept after extra bytes)", n)
 	}
 }

@@ -227,10 +227,7 @@ func (s *ExporterScraper) fetch(ctx context.Context, target string, limit int64,
 			return nil, "", fmt.Errorf("build request: %w", err)
 		}
 		if t.direct {
-			resp, body, err := defaultPageClient.get(ctx, t, *buf, limit)
-			if cap(body) >= cap(*buf) {
-				*buf = body[:0]
-			}
+			resp, body, err := defaultPageClient.get(ctx, t, buf, limit)
 			switch {
 			case errors.Is(err, errUseNetHTTP):
 			case errors.As(err, new(errBodyTooLarge)):
