@@ -166,17 +166,20 @@ func buildRequest(u *url.URL) []byte {
 // into *buf, which get may grow and leaves for the caller to reuse once the
 // body is no longer needed; the body is part of it. A non-200 status is a
 // response, not an error.
-func (c *pageClient) get(ctx context.Context, t *pageTarget, buf *[]byte, limit int64) (pageResponse, []byte, error) {
+func (c *pageClient) get(ctx context.Context, deadline time.Time, t *pageTarget, buf *[]byte, limit int64) (pageResponse, []byte, error) {
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	for attempt := 0; ; attempt++ {
 		conn, reused := t.idle.Swap(nil), true
 		if conn == nil {
-			nc, err := c.dialer.DialContext(ctx, "tcp", t.hostport)
+			nc, err := c.dial(ctx, deadline, t.hostport)
 			if err != nil {
 				return pageResponse{}, nil, err
 			}
 			conn, reused = &pageConn{Conn: nc, r: responseReader{conn: nc}}, false
 		}
-		resp, out, keep, err := c.roundTrip(ctx, conn, reused, t.request, buf, limit)
+		resp, out, keep, err := c.roundTrip(ctx, deadline, conn, reused, t.request, buf, limit)
 		if err == nil && keep {
 			c.put(t, conn)
 		} else {
@@ -187,6 +190,13 @@ func (c *pageClient) get(ctx context.Context, t *pageTarget, buf *[]byte, limit 
 		}
 		return resp, out, err
 	}
+}
+
+// dial connects to hostport by the scrape's deadline.
+func (c *pageClient) dial(ctx context.Context, deadline time.Time, hostport string) (net.Conn, error) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return c.dialer.DialContext(ctx, "tcp", hostport)
 }
 
 // put keeps conn for t's next scrape, and now and then closes connections
@@ -220,10 +230,9 @@ func (c *pageClient) closeIdle() {
 	})
 }
 
-// roundTrip sends request on conn and reads the response into *buf. keep
-// says the connection can serve another request.
-func (c *pageClient) roundTrip(ctx context.Context, conn *pageConn, reused bool, request []byte, buf *[]byte, limit int64) (resp pageResponse, out []byte, keep bool, err error) {
-	deadline, _ := ctx.Deadline()
+// roundTrip sends request on conn and reads the response into *buf by
+// deadline. keep says the connection can serve another request.
+func (c *pageClient) roundTrip(ctx context.Context, deadline time.Time, conn *pageConn, reused bool, request []byte, buf *[]byte, limit int64) (resp pageResponse, out []byte, keep bool, err error) {
 	if err := conn.SetDeadline(deadline); err != nil {
 		return resp, nil, false, err
 	}
@@ -237,8 +246,8 @@ func (c *pageClient) roundTrip(ctx context.Context, conn *pageConn, reused bool,
 		if fired {
 			keep = false
 		}
-		// The connection's deadline is the context's, and may pass a moment
-		// before the context says so.
+		// The connection's deadline is the scrape's (or the context's,
+		// which may pass a moment before the context says so).
 		if err != nil && (fired || errors.Is(err, os.ErrDeadlineExceeded)) {
 			cause := context.Cause(ctx)
 			if cause == nil {

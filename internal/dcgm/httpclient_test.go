@@ -196,9 +196,7 @@ func fetchPage(t *testing.T, c *pageClient, rawURL string) (pageResponse, []byte
 	if !tg.direct {
 		t.Fatalf("target %s: want it fetched by the page client", rawURL)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return c.get(ctx, tg, new([]byte), DefaultMaxBodyBytes)
+	return c.get(context.Background(), time.Now().Add(5*time.Second), tg, new([]byte), DefaultMaxBodyBytes)
 }
 
 func TestPageClientKeepsOneConnectionPerExporter(t *testing.T) {
