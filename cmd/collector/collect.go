@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -139,27 +138,9 @@ func (m multiLister) ListTargets(ctx context.Context) ([]string, error) {
 	return all, errors.Join(errs...)
 }
 
-// pipeline is the running collection: sources, ingest, rollups and the
-// cluster watcher, all stopped by the context given to start.
-type pipeline struct {
-	wg      sync.WaitGroup
-	errs    chan error
-	watcher *events.Watcher
-}
-
-// ready says why the collection cannot serve yet: the cluster watcher's
-// informers have not listed every object (history written before that would
-// miss pods). Telemetry needs no warm-up.
-func (p *pipeline) ready() error {
-	if p.watcher != nil && !p.watcher.Synced() {
-		return errors.New("cluster watcher: informers have not listed Pods, Events, Nodes and PodGroups yet")
-	}
-	return nil
-}
-
-// startCollection wires the collection flags to running components and
-// registers their metrics on reg.
-func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheus.Registerer, nodeName string, stderr io.Writer) (*pipeline, error) {
+// startCollection wires the collection flags to a running collector
+// pipeline and registers its metrics on reg.
+func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheus.Registerer, nodeName string, stderr io.Writer) (*collector.Pipeline, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -179,18 +160,10 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 		}
 	}
 
-	m := collector.NewMetrics()
-	roller := &collector.Roller{Store: s, Threshold: c.idleThreshold, Every: c.rollupEvery, Metrics: m, Logger: log}
-	ing, err := collector.NewIngester(s, collector.IngestOptions{
-		BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, Writers: c.ingestWriters, SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes,
-		Permanent: store.Permanent, OnWritten: roller.Written, Logger: log, Metrics: m,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("flag -spool-dir %q: %w", c.spoolDir, err)
-	}
-	collectors := append(m.Collectors(), ing.Collectors()...)
-
-	var sources []collector.Source
+	ingest := collector.IngestOptions{BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, Writers: c.ingestWriters,
+		SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes}
+	pc := collector.PipelineConfig{Store: s, ScrapeEvery: c.scrapeInterval, Ingest: ingest,
+		RollupThreshold: c.idleThreshold, RollupEvery: c.rollupEvery, Registerer: reg, Logger: log}
 	targets := multiLister{dcgm.StaticTargets(c.exporterURLs)}
 	if client != nil && c.exporterService != "" {
 		targets = append(targets, &dcgm.EndpointSliceTargets{Client: client, Namespace: c.exporterNamespace, Service: c.exporterService})
@@ -201,14 +174,9 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 	if (c.exporterService != "" || c.exporterSelector != "") && client == nil {
 		return nil, fmt.Errorf("flags -exporter-service/-exporter-selector need a cluster: set -kubeconfig or run in a pod")
 	}
-	inv := &collector.Inventory{Store: s, Logger: log}
 	if len(c.exporterURLs) > 0 || len(targets) > 1 {
-		sm := dcgm.NewScrapeMetrics()
-		collectors = append(collectors, sm)
-		sources = append(sources, &dcgm.ExporterScraper{Targets: targets, Metrics: sm, Concurrency: c.scrapeConcurrency, Timeout: min(c.scrapeInterval, dcgm.DefaultScrapeTimeout),
-			Inventory: inv.Observe})
+		pc.Scraper = &dcgm.ExporterScraper{Targets: targets, Concurrency: c.scrapeConcurrency, Timeout: min(c.scrapeInterval, dcgm.DefaultScrapeTimeout)}
 	}
-	var stopEngine func()
 	switch c.hostEngine {
 	case "off", "":
 	default:
@@ -220,64 +188,21 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 		if err != nil {
 			return nil, fmt.Errorf("flag -dcgm-hostengine %q: %w", c.hostEngine, err)
 		}
-		stopEngine = func() { eng.Close() }
-		sources = append(sources, eng)
+		pc.Sources, pc.SourcesStopped = []collector.Source{eng}, func() { eng.Close() }
 	}
-
-	var watcher *events.Watcher
 	if client != nil {
-		watcher, err = events.NewWatcher(events.WatchOptions{Client: client, Dynamic: dyn, Store: s, Logger: log})
-		if err != nil {
-			return nil, err
+		pc.Watch = &events.WatchOptions{Client: client, Dynamic: dyn}
+	}
+	p, err := collector.StartPipeline(ctx, pc)
+	if err != nil {
+		if pc.SourcesStopped != nil {
+			pc.SourcesStopped()
 		}
-		collectors = append(collectors, watcher.Collectors()...)
-	}
-	for _, col := range collectors {
-		if err := reg.Register(col); err != nil {
-			return nil, fmt.Errorf("register collector metrics: %w", err)
+		if errors.Is(err, collector.ErrSpool) {
+			return nil, fmt.Errorf("flag -spool-dir %q: %w", c.spoolDir, err)
 		}
+		return nil, err
 	}
-
-	p := &pipeline{errs: make(chan error, 8), watcher: watcher}
-	run := func(name string, f func() error) {
-		p.wg.Go(func() {
-			if err := f(); err != nil {
-				p.errs <- fmt.Errorf("%s: %w", name, err)
-			}
-		})
-	}
-	// The ingester outlives the sources so their last samples are stored or
-	// spooled: it stops once they have.
-	ingCtx, stopIngest := context.WithCancel(context.Background())
-	var srcWG sync.WaitGroup
-	for _, src := range sources {
-		srcWG.Go(func() { _ = collector.Scrape(ctx, src, c.scrapeInterval, ing, log) })
-	}
-	run("ingest", func() error { return ing.Run(ingCtx) })
-	p.wg.Go(func() {
-		srcWG.Wait()
-		if stopEngine != nil {
-			stopEngine()
-		}
-		stopIngest()
-	})
-	run("rollup", func() error { return roller.Run(ctx) })
-	run("GPU inventory", func() error { return inv.Run(ctx) })
-	if watcher != nil {
-		run("cluster watcher", func() error { return watcher.Run(ctx) })
-	}
-	log.Info("collection started", "telemetry_sources", len(sources), "cluster", cfg != nil, "ingest", fmt.Sprint(collector.IngestOptions{
-		BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, Writers: c.ingestWriters, SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes}))
+	log.Info("collection started", "telemetry_sources", p.Sources(), "cluster", cfg != nil, "ingest", fmt.Sprint(ingest))
 	return p, nil
-}
-
-// wait blocks until every component has stopped and returns their errors.
-func (p *pipeline) wait() error {
-	p.wg.Wait()
-	close(p.errs)
-	var errs []error
-	for err := range p.errs {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
 }

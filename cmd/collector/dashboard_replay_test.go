@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/schedloop/schedloop"
@@ -101,44 +99,21 @@ func TestDashboardOnHarnessReplay(t *testing.T) {
 	for _, n := range specs {
 		urls = append(urls, nodes.ExporterURL(n.Name))
 	}
-	m := collector.NewMetrics()
-	roller := &collector.Roller{Store: s, Every: 200 * time.Millisecond, Window: 2 * time.Hour, Now: traceNow, Metrics: m}
-	ing, err := collector.NewIngester(s, collector.IngestOptions{FlushInterval: 50 * time.Millisecond,
-		Permanent: store.Permanent, OnWritten: roller.Written, Metrics: m})
+	pipe, err := collector.StartPipeline(context.Background(), collector.PipelineConfig{Store: s,
+		Scraper:     &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Now: traceNow},
+		ScrapeEvery: clock.Wall(replayScrape), Ingest: collector.IngestOptions{FlushInterval: 50 * time.Millisecond},
+		RollupEvery: 200 * time.Millisecond, RollupWindow: 2 * time.Hour, RollupNow: traceNow, InventoryEvery: 100 * time.Millisecond,
+		Watch: &events.WatchOptions{Client: c.Client, Dynamic: c.Dynamic, FlushInterval: 100 * time.Millisecond, MapTime: toTrace}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := &collector.Inventory{Store: s, Every: 100 * time.Millisecond}
-	scraper := &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Now: traceNow, Inventory: inv.Observe}
-	watcher, err := events.NewWatcher(events.WatchOptions{Client: c.Client, Dynamic: c.Dynamic, Store: s,
-		FlushInterval: 100 * time.Millisecond, MapTime: toTrace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := func(f func(context.Context) error) (stop func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- f(ctx) }()
-		var once sync.Once
-		stop = func() {
-			once.Do(func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("collector component: %v", err)
-				}
-			})
+	stopCollector := func() {
+		if err := pipe.Stop(); err != nil {
+			t.Errorf("collector pipeline: %v", err)
 		}
-		t.Cleanup(stop)
-		return stop
 	}
-	start(ing.Run)
-	start(watcher.Run)
-	stopRoll := start(roller.Run)
-	stopInv := start(inv.Run)
-	stopScrape := start(func(ctx context.Context) error {
-		return collector.Scrape(ctx, scraper, clock.Wall(replayScrape), ing, nil)
-	})
-	waitUntil(t, "the watcher's informers to list", func(context.Context) (bool, error) { return watcher.Synced(), nil })
+	t.Cleanup(stopCollector)
+	waitUntil(t, "the watcher's informers to list", func(context.Context) (bool, error) { return pipe.Ready() == nil, nil })
 
 	var jobs []trace.Job
 	for _, j := range replayTrace {
@@ -162,18 +137,15 @@ func TestDashboardOnHarnessReplay(t *testing.T) {
 	waitUntil(t, "the minute after the last job", func(context.Context) (bool, error) {
 		return traceNow().After(lastEnd.Truncate(time.Minute).Add(time.Minute + 30*time.Second)), nil
 	})
-	stopScrape()
-	stopInv()
-	waitUntil(t, "every sample to be stored", func(context.Context) (bool, error) {
-		return testutil.ToFloat64(m.Written) == testutil.ToFloat64(m.Received) && ing.Buffered() == 0, nil
-	})
+	pipe.StopTelemetry()
+	waitUntil(t, "every sample to be stored", func(context.Context) (bool, error) { return pipe.Stored(), nil })
 	waitUntil(t, "every pod's end to be stored", func(ctx context.Context) (bool, error) {
 		var done int
 		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pods WHERE finished_at IS NOT NULL AND phase = $1`,
 			string(schedloop.PhaseSucceeded)).Scan(&done)
 		return done == len(replayTrace), err
 	})
-	stopRoll()
+	stopCollector()
 	final := &collector.Roller{Store: s, Window: 2 * time.Hour, Lookback: 2 * time.Hour,
 		Now: func() time.Time { return traceNow().Add(time.Hour) }}
 	if err := final.Once(ctx); err != nil {

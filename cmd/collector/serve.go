@@ -61,11 +61,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer func() {
 		stopCollect()
-		if err := pipe.wait(); err != nil {
+		if err := pipe.Wait(); err != nil {
 			fmt.Fprintf(stderr, "collection stopped with errors: %v\n", err)
 		}
 	}()
-	srv := &http.Server{Handler: newRouter(s, *apiOpts, reg, pipe.ready), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: newRouter(s, *apiOpts, reg, pipe.Ready), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "collector listening on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -25,18 +24,11 @@ import (
 )
 
 // collection is the collector pipeline as `collector serve` runs it: the
-// cluster watcher, a scraper of the nodes' dcgm-exporters, the ingester and
-// the rollups. Rollups run from one goroutine-safe entry point, so the
-// demo's final pass never races the periodic one.
+// cluster watcher, a scraper of the nodes' dcgm-exporters with the GPU
+// inventory, the ingester and the rollups.
 type collection struct {
-	roller *collector.Roller
-	rollMu sync.Mutex
-	reg    *prometheus.Registry
-
-	stop func()
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	errs []error
+	pipe *collector.Pipeline
+	reg  *prometheus.Registry
 }
 
 // rollupEvery and rollupLateness keep the dashboard and the summary close
@@ -48,77 +40,24 @@ const (
 
 func startCollection(ctx context.Context, s *store.Store, client kubernetes.Interface, dyn dynamic.Interface,
 	exporters []string, scrapeEvery time.Duration, log *slog.Logger) (*collection, error) {
-	m := collector.NewMetrics()
 	c := &collection{reg: prometheus.NewRegistry()}
-	c.roller = &collector.Roller{Store: s, Every: rollupEvery, Lateness: rollupLateness, Metrics: m, Logger: log}
-	ing, err := collector.NewIngester(s, collector.IngestOptions{Permanent: store.Permanent, OnWritten: c.roller.Written, Logger: log, Metrics: m})
+	pipe, err := collector.StartPipeline(ctx, collector.PipelineConfig{Store: s,
+		Scraper:     &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(exporters), Timeout: min(scrapeEvery, dcgm.DefaultScrapeTimeout)},
+		ScrapeEvery: scrapeEvery, RollupEvery: rollupEvery, RollupLateness: rollupLateness,
+		Watch: &events.WatchOptions{Client: client, Dynamic: dyn}, Registerer: c.reg, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	watcher, err := events.NewWatcher(events.WatchOptions{Client: client, Dynamic: dyn, Store: s, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	sm := dcgm.NewScrapeMetrics()
-	scraper := &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(exporters), Metrics: sm, Timeout: min(scrapeEvery, dcgm.DefaultScrapeTimeout)}
-	cols := append(append(m.Collectors(), ing.Collectors()...), watcher.Collectors()...)
-	for _, col := range append(cols, sm) {
-		if err := c.reg.Register(col); err != nil {
-			return nil, fmt.Errorf("register collector metrics: %w", err)
-		}
-	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	ingCtx, stopIngest := context.WithCancel(context.Background())
-	c.stop = cancel
-	run := func(name string, f func() error) {
-		c.wg.Go(func() {
-			if err := f(); err != nil && ctx.Err() == nil {
-				c.mu.Lock()
-				c.errs = append(c.errs, fmt.Errorf("%s: %w", name, err))
-				c.mu.Unlock()
-			}
-		})
-	}
-	// The ingester outlives the scraper so its last samples are stored.
-	run("ingest", func() error { return ing.Run(ingCtx) })
-	c.wg.Go(func() {
-		_ = collector.Scrape(ctx, scraper, scrapeEvery, ing, log)
-		stopIngest()
-	})
-	run("cluster watcher", func() error { return watcher.Run(ctx) })
-	run("rollup", func() error {
-		t := time.NewTicker(rollupEvery)
-		defer t.Stop()
-		for {
-			if err := c.rollup(ctx); err != nil && ctx.Err() == nil {
-				log.Warn("rollup failed; retried next pass", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
-		}
-	})
+	c.pipe = pipe
 	return c, nil
 }
 
-// rollup rolls every closed minute not yet final into the idle tables.
-func (c *collection) rollup(ctx context.Context) error {
-	c.rollMu.Lock()
-	defer c.rollMu.Unlock()
-	return c.roller.Once(ctx)
-}
+// rollup rolls every closed minute not yet final into the idle tables; the
+// periodic passes wait for it.
+func (c *collection) rollup(ctx context.Context) error { return c.pipe.Roller.Once(ctx) }
 
 // close stops every component and returns what failed while running.
-func (c *collection) close() error {
-	c.stop()
-	c.wg.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return errors.Join(c.errs...)
-}
+func (c *collection) close() error { return c.pipe.Stop() }
 
 // serveDashboard serves the dashboard, the JSON API and /metrics on ln
 // until ctx ends.

@@ -317,7 +317,7 @@ func (d *demoRun) finishWindow(ctx context.Context, p *PhaseSummary) error {
 	if err != nil {
 		return fmt.Errorf("wait for GPU samples after %s: %w", to.Format(time.TimeOnly), err)
 	}
-	d.col.roller.Written(from, to)
+	d.col.pipe.Roller.Written(from, to)
 	if err := d.col.rollup(ctx); err != nil {
 		return err
 	}

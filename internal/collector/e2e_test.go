@@ -9,12 +9,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/schedloop/schedloop"
@@ -125,44 +123,23 @@ func TestShowPlayedTraceIsAnsweredByTheDatabase(t *testing.T) {
 	for _, n := range specs {
 		urls = append(urls, nodes.ExporterURL(n.Name))
 	}
-	m := collector.NewMetrics()
-	roller := &collector.Roller{Store: s, Every: 200 * time.Millisecond, Window: 2 * time.Hour, Now: traceNow, Metrics: m}
-	ing, err := collector.NewIngester(s, collector.IngestOptions{FlushInterval: 50 * time.Millisecond,
-		Permanent: store.Permanent, OnWritten: roller.Written, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := &collector.Inventory{Store: s, Every: 100 * time.Millisecond}
-	scraper := &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Now: traceNow, Inventory: inv.Observe}
 	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	watcher, err := events.NewWatcher(events.WatchOptions{Client: c.Client, Dynamic: c.Dynamic, Store: s,
-		FlushInterval: 100 * time.Millisecond, MapTime: toTrace, Logger: logger})
+	pipe, err := collector.StartPipeline(context.Background(), collector.PipelineConfig{Store: s,
+		Scraper:     &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Now: traceNow},
+		ScrapeEvery: clock.Wall(showScrape), Ingest: collector.IngestOptions{FlushInterval: 50 * time.Millisecond},
+		RollupEvery: 200 * time.Millisecond, RollupWindow: 2 * time.Hour, RollupNow: traceNow, InventoryEvery: 100 * time.Millisecond,
+		Watch:  &events.WatchOptions{Client: c.Client, Dynamic: c.Dynamic, FlushInterval: 100 * time.Millisecond, MapTime: toTrace},
+		Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(f func(context.Context) error) (stop func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- f(ctx) }()
-		var once sync.Once
-		return func() {
-			once.Do(func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("collector component: %v", err)
-				}
-			})
+	stopCollector := func() {
+		if err := pipe.Stop(); err != nil {
+			t.Errorf("collector pipeline: %v", err)
 		}
 	}
-	stopIngest := run(ing.Run)
-	stopWatch := run(watcher.Run)
-	stopRoll := run(roller.Run)
-	stopInv := run(inv.Run)
-	stopScrape := run(func(ctx context.Context) error {
-		return collector.Scrape(ctx, scraper, clock.Wall(showScrape), ing, nil)
-	})
-	t.Cleanup(func() { stopScrape(); stopInv(); stopRoll(); stopWatch(); stopIngest() })
-	waitUntil(t, "the watcher's informers to list", func(context.Context) (bool, error) { return watcher.Synced(), nil })
+	t.Cleanup(stopCollector)
+	waitUntil(t, "the watcher's informers to list", func(context.Context) (bool, error) { return pipe.Ready() == nil, nil })
 
 	// Play.
 	var jobs []trace.Job
@@ -189,11 +166,8 @@ func TestShowPlayedTraceIsAnsweredByTheDatabase(t *testing.T) {
 	waitUntil(t, "the minute after the last job", func(context.Context) (bool, error) {
 		return traceNow().After(lastEnd.Truncate(time.Minute).Add(time.Minute + 30*time.Second)), nil
 	})
-	stopScrape()
-	stopInv()
-	waitUntil(t, "every sample to be stored", func(context.Context) (bool, error) {
-		return testutil.ToFloat64(m.Written) == testutil.ToFloat64(m.Received) && ing.Buffered() == 0, nil
-	})
+	pipe.StopTelemetry()
+	waitUntil(t, "every sample to be stored", func(context.Context) (bool, error) { return pipe.Stored(), nil })
 	pods := map[string]podRow{} // by name
 	defer func() {
 		if t.Failed() {
@@ -217,7 +191,7 @@ func TestShowPlayedTraceIsAnsweredByTheDatabase(t *testing.T) {
 		}
 		return done == len(showTrace), nil
 	})
-	stopRoll()
+	stopCollector()
 	// One last pass over everything, as the roller makes once the last
 	// minute has closed.
 	final := &collector.Roller{Store: s, Window: 2 * time.Hour, Lookback: 2 * time.Hour,

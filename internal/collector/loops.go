@@ -89,6 +89,9 @@ type Roller struct {
 	Metrics                           *Metrics
 	Logger                            *slog.Logger
 
+	// pass makes passes one at a time: Run's and any Once a caller makes
+	// (a final pass before reading the tables).
+	pass  sync.Mutex
 	mu    sync.Mutex
 	upTo  time.Time
 	dirty time.Time
@@ -133,7 +136,9 @@ func (r *Roller) Written(oldest, _ time.Time) {
 
 // Run makes a pass every Every until ctx ends.
 func (r *Roller) Run(ctx context.Context) error {
+	r.pass.Lock()
 	r.defaults()
+	r.pass.Unlock()
 	t := time.NewTicker(r.Every)
 	defer t.Stop()
 	for {
@@ -150,6 +155,8 @@ func (r *Roller) Run(ctx context.Context) error {
 
 // Once rolls up every closed minute not yet final and refreshes the idle gauges.
 func (r *Roller) Once(ctx context.Context) error {
+	r.pass.Lock()
+	defer r.pass.Unlock()
 	r.defaults()
 	to := r.Now().Add(-r.Lateness).Truncate(time.Minute)
 	r.mu.Lock()

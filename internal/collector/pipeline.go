@@ -1,0 +1,217 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/schedloop/schedloop/internal/dcgm"
+	"github.com/schedloop/schedloop/internal/events"
+	"github.com/schedloop/schedloop/internal/store"
+)
+
+// ErrSpool is a spool directory the ingester cannot use.
+var ErrSpool = errors.New("ingest spool")
+
+// PipelineConfig says what a Pipeline runs. Zero fields take the components'
+// defaults.
+type PipelineConfig struct {
+	Store *store.Store
+	// Scraper, when set, is scraped every ScrapeEvery; the pipeline's GPU
+	// inventory is hooked to it unless it has an Inventory callback already.
+	Scraper *dcgm.ExporterScraper
+	// Sources are further telemetry sources (a DCGM host engine), scraped
+	// on the same interval; SourcesStopped runs once every source has.
+	Sources        []Source
+	SourcesStopped func()
+	ScrapeEvery    time.Duration
+	// Ingest tunes the ingester; its Metrics, Logger and OnWritten are the
+	// pipeline's, and Permanent defaults to store.Permanent.
+	Ingest IngestOptions
+	// Rollups: see Roller. RollupNow is the clock minutes are closed by (trace
+	// time in a replay).
+	RollupThreshold                           float64
+	RollupEvery, RollupLateness, RollupWindow time.Duration
+	RollupNow                                 func() time.Time
+	InventoryEvery                            time.Duration
+	// Watch, when set, runs the cluster watcher with these options; its
+	// Store and Logger are the pipeline's.
+	Watch *events.WatchOptions
+	// Registerer receives every component's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// Pipeline is the collector as one running thing: telemetry scraped into the
+// ingester, the GPU inventory, the rollups and the cluster watcher.
+// `collector serve` runs it, the demo runs it, and the end-to-end tests run it
+// on trace time, so all three run the same wiring.
+type Pipeline struct {
+	Metrics   *Metrics
+	Ingester  *Ingester
+	Roller    *Roller
+	Inventory *Inventory
+	Watcher   *events.Watcher // nil without Watch
+
+	sources    int
+	cancel     context.CancelFunc
+	stopScrape context.CancelFunc
+	scraped    chan struct{} // closed once the sources and the inventory have stopped
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	errs       []error
+}
+
+// StartPipeline builds the components, registers their metrics and starts
+// them. They run until ctx ends; the ingester outlives the sources, so their
+// last samples are stored or spooled before Wait returns.
+func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := NewMetrics()
+	ctx, cancel := context.WithCancel(ctx)
+	p := &Pipeline{Metrics: m, scraped: make(chan struct{}), cancel: cancel}
+	started := false
+	defer func() {
+		if !started {
+			cancel()
+		}
+	}()
+	p.Roller = &Roller{Store: cfg.Store, Threshold: cfg.RollupThreshold, Every: cfg.RollupEvery, Lateness: cfg.RollupLateness,
+		Window: cfg.RollupWindow, Now: cfg.RollupNow, Metrics: m, Logger: log}
+	opts := cfg.Ingest
+	opts.Metrics, opts.Logger, opts.OnWritten = m, log, p.Roller.Written
+	if opts.Permanent == nil {
+		opts.Permanent = store.Permanent
+	}
+	ing, err := NewIngester(cfg.Store, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSpool, err)
+	}
+	p.Ingester = ing
+	p.Inventory = &Inventory{Store: cfg.Store, Every: cfg.InventoryEvery, Logger: log}
+	collectors := append(m.Collectors(), ing.Collectors()...)
+	sources := cfg.Sources
+	if sc := cfg.Scraper; sc != nil {
+		if sc.Inventory == nil {
+			sc.Inventory = p.Inventory.Observe
+		}
+		if sc.Metrics == nil {
+			sc.Metrics = dcgm.NewScrapeMetrics()
+		}
+		collectors = append(collectors, sc.Metrics)
+		sources = append([]Source{sc}, sources...)
+	}
+	if cfg.Watch != nil {
+		wo := *cfg.Watch
+		wo.Store, wo.Logger = cfg.Store, log
+		if p.Watcher, err = events.NewWatcher(wo); err != nil {
+			return nil, err
+		}
+		collectors = append(collectors, p.Watcher.Collectors()...)
+	}
+	if cfg.Registerer != nil {
+		for _, c := range collectors {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register collector metrics: %w", err)
+			}
+		}
+	}
+	p.sources = len(sources)
+
+	run := func(name string, f func() error) {
+		p.wg.Go(func() {
+			if err := f(); err != nil {
+				p.mu.Lock()
+				p.errs = append(p.errs, fmt.Errorf("%s: %w", name, err))
+				p.mu.Unlock()
+			}
+		})
+	}
+	// Sources stop with ctx or StopTelemetry; then the inventory writes
+	// what they last reported, and the ingester stores what they scraped.
+	scrapeCtx, stopScrape := context.WithCancel(ctx)
+	p.stopScrape = stopScrape
+	invCtx, stopInventory := context.WithCancel(context.Background())
+	ingCtx, stopIngest := context.WithCancel(context.Background())
+	var scrapers sync.WaitGroup
+	for _, src := range sources {
+		scrapers.Go(func() { _ = Scrape(scrapeCtx, src, cfg.ScrapeEvery, ing, log) })
+	}
+	inventoryDone := make(chan struct{})
+	run("GPU inventory", func() error { defer close(inventoryDone); return p.Inventory.Run(invCtx) })
+	run("ingest", func() error { return ing.Run(ingCtx) })
+	p.wg.Go(func() {
+		scrapers.Wait()
+		if cfg.SourcesStopped != nil {
+			cfg.SourcesStopped()
+		}
+		stopInventory()
+		<-inventoryDone
+		close(p.scraped)
+		stopIngest()
+	})
+	run("rollup", func() error { return p.Roller.Run(ctx) })
+	if p.Watcher != nil {
+		run("cluster watcher", func() error { return p.Watcher.Run(ctx) })
+	}
+	started = true
+	return p, nil
+}
+
+// Sources is the number of telemetry sources scraped.
+func (p *Pipeline) Sources() int { return p.sources }
+
+// Ready says why the collection cannot serve yet: the cluster watcher's
+// informers have not listed every object (history written before that would
+// miss pods). Telemetry needs no warm-up.
+func (p *Pipeline) Ready() error {
+	if p.Watcher != nil && !p.Watcher.Synced() {
+		return errors.New("cluster watcher: informers have not listed Pods, Events, Nodes and PodGroups yet")
+	}
+	return nil
+}
+
+// StopTelemetry stops scraping and writes the GPU inventory one last time;
+// the ingester goes on until what was scraped is stored (see Stored), and
+// the rollups and the watcher until the pipeline's context ends.
+func (p *Pipeline) StopTelemetry() {
+	p.stopScrape()
+	<-p.scraped
+}
+
+// Stored says every sample scraped so far is in Postgres.
+func (p *Pipeline) Stored() bool {
+	return p.Ingester.Buffered() == 0 && counterValue(p.Metrics.Written) == counterValue(p.Metrics.Received)
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
+
+// Stop ends the pipeline as the end of its context does, then waits for it.
+func (p *Pipeline) Stop() error {
+	p.cancel()
+	return p.Wait()
+}
+
+// Wait blocks until every component has stopped (the pipeline's context has
+// ended) and returns what failed while running.
+func (p *Pipeline) Wait() error {
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return errors.Join(p.errs...)
+}
