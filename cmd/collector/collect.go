@@ -65,7 +65,7 @@ func registerCollectFlags(fs *flag.FlagSet, getenv func(string) string) *collect
 	fs.StringVar(&c.exporterService, "exporter-service", "", "dcgm-exporter Service whose EndpointSlices list the targets (e.g. nvidia-dcgm-exporter)")
 	fs.StringVar(&c.exporterSelector, "exporter-selector", "", "label selector of dcgm-exporter pods, for installs without a Service (e.g. app=nvidia-dcgm-exporter)")
 	fs.IntVar(&c.exporterPort, "exporter-port", dcgm.DefaultExporterPort, "dcgm-exporter port on pods found with -exporter-selector")
-	fs.DurationVar(&c.scrapeInterval, "scrape-interval", 15*time.Second, "how often GPU telemetry is collected")
+	fs.DurationVar(&c.scrapeInterval, "scrape-interval", collector.DefaultScrapeEvery, "how often GPU telemetry is collected")
 	fs.IntVar(&c.bufferSamples, "buffer-samples", collector.DefaultBufferSamples, "GPU samples held in memory while Postgres is slow or away")
 	fs.IntVar(&c.batchSamples, "batch-samples", collector.DefaultBatchSamples, "most GPU samples sent in one COPY")
 	fs.IntVar(&c.ingestWriters, "ingest-writers", collector.DefaultWriters, "COPYs of GPU samples run at once (each holds a Postgres connection)")

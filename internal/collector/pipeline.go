@@ -16,6 +16,10 @@ import (
 	"github.com/schedloop/schedloop/internal/store"
 )
 
+// DefaultScrapeEvery is the scrape interval when none is given: 15 s, as
+// Prometheus scrapes by default.
+const DefaultScrapeEvery = 15 * time.Second
+
 // ErrSpool is a spool directory the ingester cannot use.
 var ErrSpool = errors.New("ingest spool")
 
@@ -30,7 +34,8 @@ type PipelineConfig struct {
 	// on the same interval; SourcesStopped runs once every source has.
 	Sources        []Source
 	SourcesStopped func()
-	ScrapeEvery    time.Duration
+	// ScrapeEvery is the pause between scrapes; default DefaultScrapeEvery.
+	ScrapeEvery time.Duration
 	// Ingest tunes the ingester; its Metrics, Logger and OnWritten are the
 	// pipeline's, and Permanent defaults to store.Permanent.
 	Ingest IngestOptions
@@ -143,8 +148,12 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	invCtx, stopInventory := context.WithCancel(context.Background())
 	ingCtx, stopIngest := context.WithCancel(context.Background())
 	var scrapers sync.WaitGroup
+	every := cfg.ScrapeEvery
+	if every <= 0 {
+		every = DefaultScrapeEvery
+	}
 	for _, src := range sources {
-		scrapers.Go(func() { _ = Scrape(scrapeCtx, src, cfg.ScrapeEvery, ing, log) })
+		scrapers.Go(func() { _ = Scrape(scrapeCtx, src, every, ing, log) })
 	}
 	inventoryDone := make(chan struct{})
 	run("GPU inventory", func() error { defer close(inventoryDone); return p.Inventory.Run(invCtx) })
