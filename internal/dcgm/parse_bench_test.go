@@ -75,9 +75,9 @@ func TestHarnessPagesTakeFastPath(t *testing.T) {
 
 // BenchmarkScrapeRound is one scrape round of 64 exporters of 8 GPUs each,
 // served from prebuilt pages over loopback, through Collect: fetch, parse,
-// sort, without the database. cpu-us/page is the process's CPU per page,
-// the exporters' side included, the figure that changes to the scrape path
-// move (a rate moves with whatever else the machine runs).
+// sort, without the database. dcgm_scrape_cpu_us_per_page is the process's
+// CPU per page, the exporters' side included: the figure that changes to the
+// scrape path move (a rate moves with whatever else the machine runs).
 func BenchmarkScrapeRound(b *testing.B) {
 	def, _ := harnessPages(b)
 	const exporters = 64
@@ -105,7 +105,7 @@ func BenchmarkScrapeRound(b *testing.B) {
 			b.Fatalf("%d samples, want %d", len(samples), 8*exporters)
 		}
 	}
-	b.ReportMetric(float64((processCPU(b)-before).Nanoseconds())/1e3/float64(b.N*exporters), "cpu-us/page")
+	b.ReportMetric(float64((processCPU(b)-before).Nanoseconds())/1e3/float64(b.N*exporters), "dcgm_scrape_cpu_us_per_page@us")
 }
 
 // processCPU is the CPU time this process has used, user and system.
