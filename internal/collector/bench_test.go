@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/collector"
+	"github.com/schedloop/schedloop/internal/cputime"
 	"github.com/schedloop/schedloop/internal/dcgm"
 	"github.com/schedloop/schedloop/internal/harness/exporter"
 	"github.com/schedloop/schedloop/internal/store"
@@ -102,7 +102,7 @@ func benchEndToEnd(b *testing.B, fields []string, suffix string) {
 		n := 0
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		began, cpuBefore := time.Now(), processCPU(b)
+		began, cpuBefore := time.Now(), cputime.Process(b)
 		go func() { in.Run(runCtx); close(done) }()
 		for r := range rounds {
 			tick.Store(int64(r))
@@ -121,7 +121,7 @@ func benchEndToEnd(b *testing.B, fields []string, suffix string) {
 			time.Sleep(time.Millisecond)
 		}
 		pipeTime += time.Since(began)
-		pipeCPU += processCPU(b) - cpuBefore
+		pipeCPU += cputime.Process(b) - cpuBefore
 		cancel()
 		<-done
 		if err := inventory.Flush(ctx); err != nil {
@@ -201,13 +201,4 @@ func storedSamples(tb testing.TB, s *store.Store) []schedloop.GPUSample {
 		tb.Fatal(err)
 	}
 	return out
-}
-
-// processCPU is the CPU time this process has used, user and system.
-func processCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/schedloop/schedloop/internal/cputime"
 	"github.com/schedloop/schedloop/internal/harness/exporter"
 )
 
@@ -95,7 +94,7 @@ func BenchmarkScrapeRound(b *testing.B) {
 	if _, err := s.Collect(ctx); err != nil { // connections up, buffers grown
 		b.Fatal(err)
 	}
-	before := processCPU(b)
+	before := cputime.Process(b)
 	for b.Loop() {
 		samples, err := s.Collect(ctx)
 		if err != nil {
@@ -105,14 +104,5 @@ func BenchmarkScrapeRound(b *testing.B) {
 			b.Fatalf("%d samples, want %d", len(samples), 8*exporters)
 		}
 	}
-	b.ReportMetric(float64((processCPU(b)-before).Nanoseconds())/1e3/float64(b.N*exporters), "dcgm_scrape_cpu_us_per_page@us")
-}
-
-// processCPU is the CPU time this process has used, user and system.
-func processCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((cputime.Process(b)-before).Nanoseconds())/1e3/float64(b.N*exporters), "dcgm_scrape_cpu_us_per_page@us")
 }

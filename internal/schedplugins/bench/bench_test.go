@@ -27,7 +27,6 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,6 +38,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/schedloop/schedloop/internal/cputime"
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/schedplugins"
@@ -113,13 +113,13 @@ func BenchmarkSchedulerThroughput(b *testing.B) {
 				b.Fatal(err)
 			}
 			stopProfile := startProfile(b, scheduler)
-			cpu0 := processCPU(b)
+			cpu0 := cputime.Process(b)
 			start := time.Now()
 			err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Minute, true, func(context.Context) (bool, error) {
 				return bound.Load() >= int64(*pods), nil
 			})
 			elapsed := time.Since(start)
-			cpu := processCPU(b) - cpu0
+			cpu := cputime.Process(b) - cpu0
 			stopProfile()
 			s.Stop()
 			if err != nil {
@@ -194,15 +194,6 @@ func startProfile(tb testing.TB, scheduler string) (stop func()) {
 			tb.Fatal(err)
 		}
 	}
-}
-
-// processCPU is the user and system CPU this process has used.
-func processCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func createNodes(tb testing.TB, c *harness.Cluster, n int) {
