@@ -42,6 +42,13 @@ type GPU struct {
 	MIGProfile string
 }
 
+// MaxGangMembers is the largest gang schedloop accepts: a PodGroup's
+// minMember (the CRD's maximum), a stored job's member count, and a trace
+// job's gang size. The simulator and the tuner allocate per member, so an
+// unbounded count from one PodGroup or one trace row would take them down;
+// ten thousand members is beyond any cluster schedloop serves.
+const MaxGangMembers = 10_000
+
 // JobKind says whether a job is a gang (PodGroup) or a lone pod.
 type JobKind string
 

@@ -9,12 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/dbflags"
 	"github.com/schedloop/schedloop/internal/trace"
 	"github.com/schedloop/schedloop/internal/tuner"
 )
-
-const importChunk = 10000
 
 func runImport(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tuner import", flag.ContinueOnError)
@@ -41,43 +40,46 @@ func runImport(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return fmt.Errorf("flag -fanout: %w", err)
 	}
+	// Both files are read and checked before anything is written, and then
+	// written in one transaction: a bad row anywhere leaves the database as
+	// it was.
+	var inv trace.Inventory
+	if *nodesPath != "" {
+		if inv, err = trace.LoadInventory(*nodesPath, trace.Format(*format), nil, fan); err != nil {
+			return fmt.Errorf("flag -nodes: %w", err)
+		}
+	}
+	var rows []schedloop.Job
+	if *jobsPath != "" {
+		tj, err := trace.LoadJobs(*jobsPath, trace.Format(*format))
+		if err != nil {
+			return fmt.Errorf("flag -jobs: %w", err)
+		}
+		rows = tuner.JobsForImport(tj, origin, *namespace)
+	}
 	s, err := db.Open(ctx, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if *nodesPath != "" {
-		inv, err := trace.LoadInventory(*nodesPath, trace.Format(*format), nil, fan)
-		if err != nil {
-			return fmt.Errorf("flag -nodes: %w", err)
-		}
-		if err := s.UpsertNodes(ctx, tuner.NodesForImport(inv, origin)); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "imported %d nodes from %s\n", len(inv.Nodes), *nodesPath)
-	}
-	if *jobsPath == "" {
-		return nil
-	}
-	tj, err := trace.LoadJobs(*jobsPath, trace.Format(*format))
-	if err != nil {
-		return fmt.Errorf("flag -jobs: %w", err)
-	}
-	rows := tuner.JobsForImport(tj, origin, *namespace)
 	var bar *progressBar
-	if !*quiet {
+	if !*quiet && len(rows) > 0 {
 		bar = newProgress(stderr, "import", time.Now)
 	}
-	var added int64
-	for i := 0; i < len(rows); i += importChunk {
-		n, err := s.ImportJobs(ctx, rows[i:min(i+importChunk, len(rows))])
-		if err != nil {
-			return err
-		}
-		added += n
-		bar.update(min(i+importChunk, len(rows)), len(rows), "jobs")
+	var nodes []schedloop.Node
+	if len(inv.Nodes) > 0 {
+		nodes = tuner.NodesForImport(inv, origin)
 	}
-	fmt.Fprintf(stdout, "imported %d jobs from %s (%d new, %d already stored)\n", len(rows), *jobsPath, added, int64(len(rows))-added)
+	added, err := s.ImportTrace(ctx, nodes, rows, func(sent int) { bar.update(sent, len(rows), "jobs") })
+	if err != nil {
+		return err
+	}
+	if *nodesPath != "" {
+		fmt.Fprintf(stdout, "imported %d nodes from %s\n", len(inv.Nodes), *nodesPath)
+	}
+	if *jobsPath != "" {
+		fmt.Fprintf(stdout, "imported %d jobs from %s (%d new, %d already stored)\n", len(rows), *jobsPath, added, int64(len(rows))-added)
+	}
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+
+	"github.com/schedloop/schedloop"
 )
 
 func TestCRDDecodes(t *testing.T) {
@@ -21,6 +23,12 @@ func TestCRDDecodes(t *testing.T) {
 		if _, ok := props[f]; !ok {
 			t.Errorf("spec.%s missing from the schema", f)
 		}
+	}
+	// The apiserver is the first place an oversized gang is refused; the
+	// collector, tuner and trace readers refuse the same bound.
+	mm := props["minMember"]
+	if mm.Maximum == nil || *mm.Maximum != schedloop.MaxGangMembers {
+		t.Errorf("spec.minMember maximum = %v, want schedloop.MaxGangMembers (%d)", mm.Maximum, schedloop.MaxGangMembers)
 	}
 }
 

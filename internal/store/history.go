@@ -37,6 +37,7 @@ func (s *Store) JobHistory(ctx context.Context, from, to time.Time) ([]schedloop
 			&j.GPUMilliPerMember, &j.Created, &first, &admitted, &started, &finished, &phase,
 			&j.CPUMilliPerMember, &j.MemoryMiBPerMember, &j.GPUModels)
 		j.Kind, j.Phase = schedloop.JobKind(kind), schedloop.Phase(phase)
+		j.MinMember = gangMembers(j.MinMember)
 		j.GPUModels = nilIfEmpty(j.GPUModels)
 		j.FirstScheduled, j.Admitted, j.Started, j.Finished =
 			fromNullTime(first), fromNullTime(admitted), fromNullTime(started), fromNullTime(finished)

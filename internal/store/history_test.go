@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +70,69 @@ func TestProfileByNameAndApplied(t *testing.T) {
 	}
 	if _, err := s.GetProfileByName(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("missing profile: %v", err)
+	}
+}
+
+// TestGangSizeBounded: a gang recorded with a billion members (a PodGroup
+// created before the CRD had its maximum, or an old row) is read and written
+// as schedloop.MaxGangMembers, so the tuner's replay of it stays bounded.
+func TestGangSizeBounded(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	huge := schedloop.Job{UID: "ns/huge", Namespace: "ns", Name: "huge", Kind: schedloop.JobKindGang, MinMember: 1_000_000_000,
+		GPUsPerMember: 8, Created: at, Admitted: at.Add(time.Minute), Started: at.Add(time.Minute)}
+	if err := s.UpsertJobs(ctx, []schedloop.Job{huge}); err != nil {
+		t.Fatal(err)
+	}
+	huge.UID, huge.Name = "ns/imported", "imported"
+	if _, err := s.ImportJobs(ctx, []schedloop.Job{huge}); err != nil {
+		t.Fatal(err)
+	}
+	// A row already stored unbounded, as an older release wrote it.
+	old := huge
+	old.UID, old.Name = "ns/old", "old"
+	if err := s.UpsertJobs(ctx, []schedloop.Job{old}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `UPDATE jobs SET min_member = 1000000000 WHERE uid = 'ns/old'`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.JobHistory(ctx, at, at.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("history has %d jobs, want 3", len(got))
+	}
+	for _, j := range got {
+		if j.MinMember != schedloop.MaxGangMembers {
+			t.Errorf("job %s read back with %d members, want %d", j.UID, j.MinMember, schedloop.MaxGangMembers)
+		}
+	}
+}
+
+// TestImportTraceIsOneTransaction: a job Postgres refuses after the first
+// chunk leaves no node and no job of the import stored.
+func TestImportTraceIsOneTransaction(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var jobs []schedloop.Job
+	for i := range 10_001 {
+		name := fmt.Sprintf("j%d", i)
+		jobs = append(jobs, schedloop.Job{UID: "t/" + name, Namespace: "t", Name: name, Created: at})
+	}
+	jobs = append(jobs, schedloop.Job{UID: "t/bad", Namespace: "t", Name: "bad", Created: at, GPUMilliPerMember: 5000})
+	nodes := []schedloop.Node{{Name: "n1", GPUModel: "A100", GPUCount: 8}}
+	if _, err := s.ImportTrace(ctx, nodes, jobs, nil); err == nil || !strings.Contains(err.Error(), "nothing stored") {
+		t.Fatalf("ImportTrace = %v, want a refusal that says nothing was stored", err)
+	}
+	if got, _ := s.ListNodes(ctx); len(got) != 0 {
+		t.Errorf("%d nodes stored by a refused import", len(got))
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d jobs stored by a refused import (%v)", n, err)
 	}
 }

@@ -22,12 +22,21 @@ ON CONFLICT (name) DO UPDATE SET
 // UpsertNodes records nodes as last observed; first_seen keeps the earliest
 // observation across upserts.
 func (s *Store) UpsertNodes(ctx context.Context, nodes []schedloop.Node) error {
+	return upsertNodes(ctx, s.pool, nodes)
+}
+
+// batchSender is a pool or a transaction.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+func upsertNodes(ctx context.Context, db batchSender, nodes []schedloop.Node) error {
 	b := &pgx.Batch{}
 	for _, n := range nodes {
 		b.Queue(upsertNodeSQL, n.Name, orEmpty(n.Labels), orEmpty(n.Topology), n.GPUModel, n.GPUCount,
 			n.CPUMilli, n.MemoryMiB, n.Ready, nullTime(n.FirstSeen), nullTime(n.LastSeen))
 	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("upsert %d nodes: %w", len(nodes), err)
 	}
 	return nil

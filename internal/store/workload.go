@@ -48,7 +48,7 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []schedloop.Job) error {
 		if j.Created.IsZero() {
 			return fmt.Errorf("upsert job %s/%s (uid %s): created time is missing", j.Namespace, j.Name, j.UID)
 		}
-		b.Queue(upsertJobSQL, j.UID, j.Namespace, j.Name, string(j.Kind), j.Queue, j.Priority, max(j.MinMember, 1),
+		b.Queue(upsertJobSQL, j.UID, j.Namespace, j.Name, string(j.Kind), j.Queue, j.Priority, gangMembers(j.MinMember),
 			j.GPUsPerMember, j.GPUMilliPerMember, j.Created, nullTime(j.FirstScheduled), nullTime(j.Admitted),
 			nullTime(j.Started), nullTime(j.Finished), phaseOrPending(j.Phase), j.CPUMilliPerMember, j.MemoryMiBPerMember,
 			textArray(j.GPUModels))

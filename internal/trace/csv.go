@@ -9,20 +9,22 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // table reads a CSV file with a header row and gives access to cells by
 // column name, with errors that name the line, the field and the value.
 type table struct {
-	r    *csv.Reader
-	cols map[string]int
-	rec  []string
-	line int
+	r     *csv.Reader
+	names []string // column names in file order
+	cols  map[string]int
+	rec   []string
+	line  int
 }
 
 // newTable reads the header and checks that every required column is there.
 func newTable(r io.Reader, required ...string) (*table, error) {
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(newBoundedLines(r, MaxLineBytes))
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	header, err := cr.Read()
@@ -34,8 +36,9 @@ func newTable(r io.Reader, required ...string) (*table, error) {
 	}
 	t := &table{r: cr, cols: make(map[string]int, len(header))}
 	for i, h := range header {
-		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
-		t.cols[strings.ToLower(h)] = i
+		h = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
+		t.names = append(t.names, h)
+		t.cols[h] = i
 	}
 	for _, c := range required {
 		if _, ok := t.cols[c]; !ok {
@@ -58,6 +61,26 @@ func (t *table) next() (bool, error) {
 		t.line, _ = t.r.FieldPos(0)
 		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
 			continue
+		}
+		// A row cut short would otherwise read its missing cells as
+		// defaults, a required value silently becoming 0.
+		if len(rec) < len(t.names) {
+			return false, fmt.Errorf("line %d: has %d fields, the header names %d (%s missing): a truncated row",
+				t.line, len(rec), len(t.names), t.names[len(rec)])
+		}
+		for i, cell := range rec {
+			col := fmt.Sprintf("%d", i+1)
+			if i < len(t.names) {
+				col = t.names[i]
+			}
+			switch {
+			case len(cell) > MaxFieldBytes:
+				return false, fmt.Errorf("line %d: field %s: longer than %d bytes", t.line, col, MaxFieldBytes)
+			case strings.IndexByte(cell, 0) >= 0:
+				return false, fmt.Errorf("line %d: field %s: %q holds a NUL byte", t.line, col, cell)
+			case !utf8.ValidString(cell):
+				return false, fmt.Errorf("line %d: field %s: %q is not valid UTF-8", t.line, col, cell)
+			}
 		}
 		t.rec = rec
 		return true, nil

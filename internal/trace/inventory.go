@@ -73,7 +73,7 @@ const MaxInventoryNodes = 100000
 // Levels default to DefaultLevels; fanout defaults to one of each level.
 // Unknown fields are errors.
 func ReadInventory(r io.Reader) (Inventory, error) {
-	data, err := io.ReadAll(r)
+	data, err := readYAML(r)
 	if err != nil {
 		return Inventory{}, fmt.Errorf("read inventory: %w", err)
 	}

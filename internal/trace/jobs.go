@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/schedloop/schedloop"
 )
 
 // JobsCSVHeader is the header of schedloop's own job CSV format. Only name,
@@ -59,10 +61,10 @@ func jobCSVRow(t *table) (Job, error) {
 		return j, err
 	}
 	j.Arrival, j.Duration = secondsToDuration(arrival), secondsToDuration(dur)
-	if j.Members, err = t.intField("gang_size", 1, 1<<16); err != nil {
+	if j.Members, err = t.intField("gang_size", 1, schedloop.MaxGangMembers); err != nil {
 		return j, err
 	}
-	if j.GPUs, err = t.intField("gpus_per_member", 0, 1024); err != nil {
+	if j.GPUs, err = t.intField("gpus_per_member", 0, MaxGPUsPerMember); err != nil {
 		return j, err
 	}
 	if j.GPUMilli, err = t.intField("gpu_milli", 0, 1000); err != nil {
@@ -151,7 +153,7 @@ type jobYAML struct {
 //
 // Unknown fields are errors.
 func ReadJobsYAML(r io.Reader) ([]Job, error) {
-	data, err := io.ReadAll(r)
+	data, err := readYAML(r)
 	if err != nil {
 		return nil, fmt.Errorf("read jobs yaml: %w", err)
 	}

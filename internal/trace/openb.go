@@ -50,7 +50,7 @@ func openbPod(t *table) (Job, error) {
 	if j.MemoryMiB, err = t.int64("memory_mib", 0); err != nil {
 		return j, err
 	}
-	if j.GPUs, err = t.intField("num_gpu", 0, 1024); err != nil {
+	if j.GPUs, err = t.intField("num_gpu", 0, MaxGPUsPerMember); err != nil {
 		return j, err
 	}
 	milli, err := t.intField("gpu_milli", 0, 1000)

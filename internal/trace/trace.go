@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/schedloop/schedloop"
 )
 
 // Outcome is how a job's pods end once their duration has elapsed.
@@ -44,6 +46,17 @@ type Job struct {
 
 // Validate reports the first field of j that is out of range.
 func (j Job) Validate() error {
+	if err := checkText("name", j.Name); err != nil {
+		return err
+	}
+	if err := checkText("queue", j.Queue); err != nil {
+		return fmt.Errorf("job %s: %w", j.Name, err)
+	}
+	for _, m := range j.GPUModels {
+		if err := checkText("gpu_models", m); err != nil {
+			return fmt.Errorf("job %s: %w", j.Name, err)
+		}
+	}
 	switch {
 	case j.Name == "":
 		return fmt.Errorf("field name: empty")
@@ -53,8 +66,10 @@ func (j Job) Validate() error {
 		return fmt.Errorf("job %s: field duration: %v is negative", j.Name, j.Duration)
 	case j.Members < 1:
 		return fmt.Errorf("job %s: field gang_size: %d is below 1", j.Name, j.Members)
-	case j.GPUs < 0:
-		return fmt.Errorf("job %s: field gpus: %d is negative", j.Name, j.GPUs)
+	case j.Members > schedloop.MaxGangMembers:
+		return fmt.Errorf("job %s: field gang_size: %d is above %d", j.Name, j.Members, schedloop.MaxGangMembers)
+	case j.GPUs < 0 || j.GPUs > MaxGPUsPerMember:
+		return fmt.Errorf("job %s: field gpus: %d is outside 0..%d", j.Name, j.GPUs, MaxGPUsPerMember)
 	case j.GPUMilli < 0 || j.GPUMilli > 1000:
 		return fmt.Errorf("job %s: field gpu_milli: %d is outside 0..1000", j.Name, j.GPUMilli)
 	case j.CPUMilli < 0:

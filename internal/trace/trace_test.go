@@ -99,6 +99,32 @@ func TestErrorsNameLineFieldAndValue(t *testing.T) {
 			parsers["philly_jobs"], `line 2: field num_gpus: "two" is not an integer`},
 		{"inventory count", "groups:\n- namePrefix: g\n  count: -1\n",
 			parsers["inventory"], `groups[0]: field count: -1 is outside`},
+		// Bounds on what outside input may make the tuner allocate.
+		{"jobs yaml gang size", "jobs:\n- name: j\n  gangSize: 1000000000\n  gpusPerMember: 1\n",
+			parsers["jobs_yaml"], `jobs[0]: job j: field gang_size: 1000000000 is above 10000`},
+		{"jobs csv gang size", "name,arrival_s,duration_s,gpus_per_member,gang_size\nj,1,1,1,1000000000\n",
+			parsers["jobs_csv"], `line 2: field gang_size: 1000000000 is above 10000`},
+		{"jobs yaml gpus", "jobs:\n- name: j\n  gpusPerMember: 3000000000\n",
+			parsers["jobs_yaml"], `field gpus: 3000000000 is outside 0..1024`},
+		{"jobs csv priority overflow", "name,arrival_s,duration_s,gpus_per_member,priority\nj,1,1,1,2147483648\n",
+			parsers["jobs_csv"], `line 2: field priority: "2147483648" is not a 32-bit integer`},
+		// Text Postgres refuses, named where it is.
+		{"jobs csv NUL", "name,arrival_s,duration_s,gpus_per_member,queue\nj,1,1,1,q\nk,1,1,1,a\x00b\n",
+			parsers["jobs_csv"], `line 3: field queue: "a\x00b" holds a NUL byte`},
+		{"openb invalid UTF-8", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time\np\xff,1,1,1,0,0,1\n",
+			parsers["openb_pods"], `line 2: field name: "p\xff" is not valid UTF-8`},
+		{"jobs yaml NUL", "jobs:\n- name: \"a\\0b\"\n  gpusPerMember: 1\n",
+			parsers["jobs_yaml"], `jobs[0]: field name: "a\x00b" holds a control character`},
+		// A truncated row is refused, not read with defaults.
+		{"philly truncated", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,1,2,0,vc\n2017-10-09 07:01:56,1\n",
+			parsers["philly_jobs"], `line 3: has 2 fields, the header names 5 (num_gpus missing): a truncated row`},
+		// Length limits.
+		{"jobs csv long line", "name,arrival_s,duration_s,gpus_per_member,queue\nj,1,1,1," + strings.Repeat("q", MaxLineBytes) + "\n",
+			parsers["jobs_csv"], `line 2: longer than 65536 bytes`},
+		{"jobs csv long field", "name,arrival_s,duration_s,gpus_per_member,queue\nj,1,1,1," + strings.Repeat("q", MaxFieldBytes+1) + "\n",
+			parsers["jobs_csv"], `line 2: field queue: longer than 4096 bytes`},
+		{"jobs yaml long line", "jobs:\n- name: " + strings.Repeat("j", MaxLineBytes) + "\n",
+			parsers["jobs_yaml"], `line 2: longer than 65536 bytes`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
