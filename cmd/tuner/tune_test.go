@@ -133,7 +133,7 @@ func TestCheckAppliedRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child := tuner.Candidate{Weights: scoring.Weights{"bestfit": 3}}.Document("tuned-bad").ToDomain()
+	child := tuner.Candidate{Params: scoring.Params{Weights: scoring.Weights{"bestfit": 3}}}.Document("tuned-bad").ToDomain()
 	child.ParentID = parentID
 	childID, err := s.InsertProfile(ctx, child)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -30,18 +31,31 @@ const (
 	DefaultConfigMapName = "schedloop-profile"
 	// MaxGangTimeoutSeconds bounds how long a gang may hold reservations
 	// while it waits for its last members.
-	MaxGangTimeoutSeconds = 24 * 60 * 60
+	MaxGangTimeoutSeconds = int(scoring.MaxGangTimeout / time.Second)
 	// MaxDocumentBytes keeps a ConfigMap-sized document from being a memory bomb.
 	MaxDocumentBytes = 1 << 20
 )
 
-// Queue is one queue's limits. Zero MaxRunningGangs means no gang limit.
+// Queue is one queue's limits; see scoring.QueueLimit for what zero means.
 type Queue struct {
 	MaxGPUs         int `json:"maxGPUs"`
 	MaxRunningGangs int `json:"maxRunningGangs,omitempty"`
 }
 
-// Document is a SchedulingProfile.
+// Reservation is the document form of scoring.Params' reservation fields.
+type Reservation struct {
+	Enabled          bool `json:"enabled,omitempty"`
+	ThresholdSeconds int  `json:"thresholdSeconds,omitempty"`
+}
+
+// Preemption is the document form of scoring.Params' preemption fields.
+type Preemption struct {
+	MinRunTimeSeconds int `json:"minRunTimeSeconds,omitempty"`
+}
+
+// Document is a SchedulingProfile. Every parameter field is the document
+// form of a scoring.Params field, whose comment says what its zero value
+// means; Params and FromParams are the only conversions.
 type Document struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -53,18 +67,19 @@ type Document struct {
 	// unlimited.
 	Queues map[string]Queue `json:"queues,omitempty"`
 	// GangTimeoutSeconds is how long gang members wait at Permit for the rest
-	// of their gang; 0 keeps the scheduler's configured default.
+	// of their gang; 0 means scoring.DefaultGangTimeout (60 s) both live and
+	// in the tuner's replays.
 	GangTimeoutSeconds int `json:"gangTimeoutSeconds,omitempty"`
+	// Order orders waiting jobs of equal priority; "" is "arrival".
+	Order string `json:"order,omitempty"`
+	// StarvationBoundSeconds lifts jobs that waited longer; 0 is no bound.
+	StarvationBoundSeconds int          `json:"starvationBoundSeconds,omitempty"`
+	Reservation            *Reservation `json:"reservation,omitempty"`
+	Preemption             *Preemption  `json:"preemption,omitempty"`
 }
 
 // Default is the profile schedloop uses before any tuning.
-func Default() Document {
-	w := map[string]float64{}
-	for t, v := range scoring.DefaultWeights() {
-		w[string(t)] = v
-	}
-	return Document{APIVersion: APIVersion, Kind: Kind, Name: "default", Weights: w}
-}
+func Default() Document { return FromParams("default", scoring.DefaultParams()) }
 
 // Parse decodes a YAML or JSON document, rejecting unknown fields, and
 // validates it.
@@ -98,35 +113,78 @@ func (d Document) Validate() error {
 		return fmt.Errorf("profile: name: missing")
 	case len(d.Name) > 253:
 		return fmt.Errorf("profile: name: %d characters, over 253", len(d.Name))
-	case d.GangTimeoutSeconds < 0 || d.GangTimeoutSeconds > MaxGangTimeoutSeconds:
-		return fmt.Errorf("profile: gangTimeoutSeconds: %d is outside 0..%d", d.GangTimeoutSeconds, MaxGangTimeoutSeconds)
 	}
-	if err := d.ScoringWeights().Validate(); err != nil {
-		return fmt.Errorf("profile: %w", err)
-	}
-	names := slices.Sorted(maps.Keys(d.Queues))
-	for _, name := range names {
-		q := d.Queues[name]
-		switch {
-		case !queueName.MatchString(name):
+	for _, name := range slices.Sorted(maps.Keys(d.Queues)) {
+		if !queueName.MatchString(name) {
 			return fmt.Errorf("profile: queues.%s: not a valid queue name (lower-case DNS subdomain)", name)
-		case q.MaxGPUs < 0:
-			return fmt.Errorf("profile: queues.%s.maxGPUs: %d is negative", name, q.MaxGPUs)
-		case q.MaxRunningGangs < 0:
-			return fmt.Errorf("profile: queues.%s.maxRunningGangs: %d is negative", name, q.MaxRunningGangs)
 		}
+	}
+	for field, v := range map[string]int{"gangTimeoutSeconds": d.GangTimeoutSeconds, "starvationBoundSeconds": d.StarvationBoundSeconds} {
+		if v < 0 {
+			return fmt.Errorf("profile: %s: %d is negative", field, v)
+		}
+	}
+	if err := d.Params().Validate(); err != nil {
+		return fmt.Errorf("profile: %w", err)
 	}
 	return nil
 }
 
-// ScoringWeights converts the document's weights to scoring's type.
-func (d Document) ScoringWeights() scoring.Weights {
-	w := make(scoring.Weights, len(d.Weights))
+// Params converts the document to the parameters the scheduler and the
+// simulator read. It is one of the two conversions (FromParams is the
+// other) between the document and scoring.Params.
+func (d Document) Params() scoring.Params {
+	p := scoring.Params{Weights: make(scoring.Weights, len(d.Weights)),
+		GangTimeout: seconds(d.GangTimeoutSeconds), Order: scoring.OrderPolicy(d.Order),
+		StarvationBound: seconds(d.StarvationBoundSeconds)}
 	for k, v := range d.Weights {
-		w[scoring.Term(k)] = v
+		p.Weights[scoring.Term(k)] = v
 	}
-	return w
+	if len(d.Queues) > 0 {
+		p.Queues = make(map[string]scoring.QueueLimit, len(d.Queues))
+		for name, q := range d.Queues {
+			p.Queues[name] = scoring.QueueLimit{MaxGPUs: q.MaxGPUs, MaxRunningGangs: q.MaxRunningGangs}
+		}
+	}
+	if r := d.Reservation; r != nil {
+		p.Reservation, p.ReservationThreshold = r.Enabled, seconds(r.ThresholdSeconds)
+	}
+	if pr := d.Preemption; pr != nil {
+		p.PreemptMinRunTime = seconds(pr.MinRunTimeSeconds)
+	}
+	return p
 }
+
+// FromParams renders p as a document named name. Zero weights are left
+// out: an absent term counts zero.
+func FromParams(name string, p scoring.Params) Document {
+	d := Document{APIVersion: APIVersion, Kind: Kind, Name: name, Weights: map[string]float64{},
+		GangTimeoutSeconds: int(p.GangTimeout / time.Second), Order: string(p.Order),
+		StarvationBoundSeconds: int(p.StarvationBound / time.Second)}
+	for t, w := range p.Weights {
+		if w != 0 {
+			d.Weights[string(t)] = w
+		}
+	}
+	if len(p.Queues) > 0 {
+		d.Queues = make(map[string]Queue, len(p.Queues))
+		for name, q := range p.Queues {
+			d.Queues[name] = Queue{MaxGPUs: q.MaxGPUs, MaxRunningGangs: q.MaxRunningGangs}
+		}
+	}
+	if p.Reservation || p.ReservationThreshold != 0 {
+		d.Reservation = &Reservation{Enabled: p.Reservation, ThresholdSeconds: int(p.ReservationThreshold / time.Second)}
+	}
+	if p.PreemptMinRunTime != 0 {
+		d.Preemption = &Preemption{MinRunTimeSeconds: int(p.PreemptMinRunTime / time.Second)}
+	}
+	return d
+}
+
+func seconds(s int) time.Duration { return time.Duration(s) * time.Second }
+
+// ScoringWeights converts the document's weights to scoring's type.
+func (d Document) ScoringWeights() scoring.Weights { return d.Params().Weights }
 
 // Marshal renders the document as YAML with keys in a stable order, so the
 // same profile always produces the same ConfigMap bytes (and hash).
@@ -188,8 +246,24 @@ func Diff(old, new Document) []string {
 			}
 		}
 	}
-	if old.GangTimeoutSeconds != new.GangTimeoutSeconds {
+	a, b := old.Params(), new.Params()
+	if a.EffectiveGangTimeout() != b.EffectiveGangTimeout() {
 		out = append(out, fmt.Sprintf("gangTimeoutSeconds: %d -> %d", old.GangTimeoutSeconds, new.GangTimeoutSeconds))
+	}
+	if a.EffectiveOrder() != b.EffectiveOrder() {
+		out = append(out, fmt.Sprintf("order: %s -> %s", a.EffectiveOrder(), b.EffectiveOrder()))
+	}
+	if a.StarvationBound != b.StarvationBound {
+		out = append(out, fmt.Sprintf("starvationBoundSeconds: %d -> %d", old.StarvationBoundSeconds, new.StarvationBoundSeconds))
+	}
+	if a.Reservation != b.Reservation {
+		out = append(out, fmt.Sprintf("reservation.enabled: %t -> %t", a.Reservation, b.Reservation))
+	}
+	if a.ReservationThreshold != b.ReservationThreshold {
+		out = append(out, fmt.Sprintf("reservation.thresholdSeconds: %g -> %g", a.ReservationThreshold.Seconds(), b.ReservationThreshold.Seconds()))
+	}
+	if a.PreemptMinRunTime != b.PreemptMinRunTime {
+		out = append(out, fmt.Sprintf("preemption.minRunTimeSeconds: %g -> %g", a.PreemptMinRunTime.Seconds(), b.PreemptMinRunTime.Seconds()))
 	}
 	return out
 }

@@ -97,6 +97,24 @@ func TestDomainRoundTrip(t *testing.T) {
 	}
 }
 
+// Params and FromParams are the only conversions between the document and
+// the parameters both sides read; neither may lose a field.
+func TestParamsRoundTrip(t *testing.T) {
+	for _, name := range []string{"valid.yaml", "policies.yaml"} {
+		data, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := Parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back := FromParams(d.Name, d.Params()); !reflect.DeepEqual(back, d) {
+			t.Errorf("%s: FromParams(Params(d)) = %+v, want %+v", name, back, d)
+		}
+	}
+}
+
 func TestDiff(t *testing.T) {
 	old := Document{Weights: map[string]float64{"spread": 3, "topology": 10}, Queues: map[string]Queue{"a": {MaxGPUs: 8}, "b": {MaxGPUs: 4}},
 		GangTimeoutSeconds: 60}

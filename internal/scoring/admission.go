@@ -70,7 +70,7 @@ func LargestDomainGPUs(nodes []*Node, level, depth int) int {
 	free := map[string]int{}
 	best := 0
 	for _, n := range nodes {
-		if len(n.Domains) < depth || level < 0 {
+		if level < 0 || !inDomainAt(n, min(level, depth), depth) {
 			continue
 		}
 		k := domainKey(n, min(level, depth), depth)

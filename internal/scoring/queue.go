@@ -2,10 +2,15 @@ package scoring
 
 import "cmp"
 
-// QueueLimit caps what one queue may hold at once. Zero means no limit on
-// that dimension (a queue that may hold no GPUs at all is not a queue).
+// QueueLimit caps what one queue may hold at once, live and in a replay
+// alike. Zero means no limit on that dimension (a queue that may hold no
+// GPUs at all is not a queue); negative values are refused (Params.Validate).
 type QueueLimit struct {
-	MaxGPUs         int
+	// MaxGPUs caps the GPUs the queue's admitted pods hold together, in
+	// whole GPUs; GPU shares count their share (four quarter-GPU pods hold
+	// one GPU).
+	MaxGPUs int
+	// MaxRunningGangs caps the gangs (jobs of more than one pod) admitted at once.
 	MaxRunningGangs int
 }
 
@@ -16,17 +21,39 @@ type QueueUsage struct {
 	RunningGangs int
 }
 
-// QueueAdmits reports whether a job asking for demandMilli milli-GPU in all
-// (every member together) may be admitted to a queue holding used under
-// limit. gang marks a job of more than one member.
-func QueueAdmits(limit QueueLimit, used QueueUsage, demandMilli int64, gang bool) bool {
+// QueueVerdict is QueueCheck's answer.
+type QueueVerdict uint8
+
+const (
+	QueueAdmitted QueueVerdict = iota
+	// QueueAtGPULimit: the demand would take the queue over MaxGPUs.
+	QueueAtGPULimit
+	// QueueAtGangLimit: one more gang would take it over MaxRunningGangs.
+	QueueAtGangLimit
+)
+
+// QueueCheck decides whether a job asking for demandMilli milli-GPU more
+// (every member together; zero for a member of a gang the queue already
+// counts) may be admitted to a queue holding used under limit. newGang
+// marks a job of more than one member that the queue does not count yet.
+// Asking for nothing more is always admitted, even in a queue over a limit
+// that was lowered: a job already admitted is not turned back.
+func QueueCheck(limit QueueLimit, used QueueUsage, demandMilli int64, newGang bool) QueueVerdict {
+	if demandMilli == 0 && !newGang {
+		return QueueAdmitted
+	}
 	if limit.MaxGPUs > 0 && used.GPUMilli+demandMilli > int64(limit.MaxGPUs)*MilliPerGPU {
-		return false
+		return QueueAtGPULimit
 	}
-	if gang && limit.MaxRunningGangs > 0 && used.RunningGangs+1 > limit.MaxRunningGangs {
-		return false
+	if newGang && limit.MaxRunningGangs > 0 && used.RunningGangs+1 > limit.MaxRunningGangs {
+		return QueueAtGangLimit
 	}
-	return true
+	return QueueAdmitted
+}
+
+// QueueAdmits reports whether QueueCheck admits the job.
+func QueueAdmits(limit QueueLimit, used QueueUsage, demandMilli int64, newGang bool) bool {
+	return QueueCheck(limit, used, demandMilli, newGang) == QueueAdmitted
 }
 
 // QueueKey orders waiting jobs the way the scheduling queue does: the

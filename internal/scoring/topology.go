@@ -48,11 +48,36 @@ func Capacity(n *Node, r Request) int {
 	return max(c, 0)
 }
 
+// NodeDomains is a node's value at each topology level, outermost first,
+// read with label (a node's label lookup) from the level keys. A node
+// missing a level's label, or carrying it empty, belongs to no domain at
+// that level or any level below it: its Domains stop there. It is still a
+// host of its own, so a gang may be planned onto it at the host level.
+// The scheduler plugins and the simulator both build Domains with it.
+func NodeDomains(levels []string, label func(key string) string) []string {
+	domains := make([]string, 0, len(levels))
+	for _, key := range levels {
+		v := label(key)
+		if v == "" {
+			break
+		}
+		domains = append(domains, v)
+	}
+	return domains
+}
+
+// inDomainAt reports whether n has a domain at level (of depth levels): a
+// node missing a label has none at or below that level, but every node is
+// its own host (level == depth).
+func inDomainAt(n *Node, level, depth int) bool {
+	return level >= depth || len(n.Domains) > level
+}
+
 // domainKey is the node's path down to level, joined; level == depth means
-// the host itself.
+// the host itself (the node's domains, as far as it has them, then its name).
 func domainKey(n *Node, level, depth int) string {
 	if level >= depth {
-		return strings.Join(append(append([]string{}, n.Domains[:depth]...), n.Name), "\x00")
+		return strings.Join(append(append([]string{}, n.Domains[:min(depth, len(n.Domains))]...), n.Name), "\x00")
 	}
 	return strings.Join(n.Domains[:level+1], "\x00")
 }
@@ -71,8 +96,8 @@ func PlanGang(nodes []*Node, r Request, members, depth, maxLevel int) (plan Gang
 	for level := depth; level >= max(maxLevel, 0); level-- {
 		capacity := map[string]int{}
 		for _, n := range nodes {
-			if len(n.Domains) < depth {
-				continue // unlabelled nodes belong to no domain at this level
+			if !inDomainAt(n, level, depth) {
+				continue
 			}
 			if c := Capacity(n, r); c > 0 {
 				capacity[domainKey(n, level, depth)] += c

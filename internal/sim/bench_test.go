@@ -41,7 +41,7 @@ func loadOpenb(b *testing.B) (*Cluster, []Job) {
 // GPU nodes) once per iteration under the default profile.
 func BenchmarkOpenbReplay(b *testing.B) {
 	c, jobs := loadOpenb(b)
-	cfg := Config{Weights: scoring.DefaultWeights(), Workload: scoring.TypicalWorkload(Requests(jobs), 0.95)}
+	cfg := Config{Params: scoring.DefaultParams(), Workload: scoring.TypicalWorkload(Requests(jobs), 0.95)}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := Run(c, jobs, cfg); err != nil {

@@ -19,7 +19,8 @@ type Cluster struct {
 
 // NewCluster builds a cluster from an inventory. The host level (the last of
 // inv.Levels) is implicit in scoring's topology, so Domains hold the levels
-// above it; a node missing a level's label gets "".
+// above it, read by scoring.NodeDomains as the scheduler reads them: a node
+// missing a level's label belongs to no domain from that level down.
 func NewCluster(inv trace.Inventory) *Cluster {
 	levels := inv.Levels
 	if n := len(levels); n > 0 && levels[n-1] == trace.LabelHostname {
@@ -27,10 +28,7 @@ func NewCluster(inv trace.Inventory) *Cluster {
 	}
 	c := &Cluster{Depth: len(levels)}
 	for _, tn := range inv.Nodes {
-		domains := make([]string, len(levels))
-		for i, l := range levels {
-			domains[i] = tn.Labels[l]
-		}
+		domains := scoring.NodeDomains(levels, func(key string) string { return tn.Labels[key] })
 		c.Nodes = append(c.Nodes, scoring.NewNode(tn.Name, tn.GPUModel, tn.GPUs, tn.CPUMilli, tn.MemoryMiB, domains...))
 	}
 	slices.SortStableFunc(c.Nodes, func(a, b *scoring.Node) int { return strings.Compare(a.Name, b.Name) })

@@ -19,7 +19,7 @@ func TestLonePodsAreScoredOnTheSchedulersSample(t *testing.T) {
 	jobs := []Job{job("a", 0, 1000, 1, 1), job("b", 1, 1000, 1, 1), job("c", 2, 1000, 1, 1)}
 	pack := scoring.Weights{scoring.TermBinPack: 1}
 	placed := func(percentage int) []string {
-		r, err := Run(c.Clone(), jobs, Config{Weights: pack, RecordPlacements: true, PercentageOfNodesToScore: percentage})
+		r, err := Run(c.Clone(), jobs, Config{Params: scoring.Params{Weights: pack}, RecordPlacements: true, PercentageOfNodesToScore: percentage})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestGangStaysInItsPlannedDomain(t *testing.T) {
 		{scoring.TermTopology: 1, scoring.TermSpread: 100},
 		{scoring.TermTopology: 10, scoring.TermFragmentation: 5, scoring.TermBestFit: 2},
 	} {
-		r, err := Run(c.Clone(), jobs, Config{Weights: w, RecordPlacements: true})
+		r, err := Run(c.Clone(), jobs, Config{Params: scoring.Params{Weights: w}, RecordPlacements: true})
 		if err != nil {
 			t.Fatal(err)
 		}

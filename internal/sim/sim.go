@@ -13,8 +13,10 @@ import (
 
 // Config is one candidate: the scheduler parameters a replay runs under.
 type Config struct {
-	// Weights are the score-term weights (ignored when Policy is set).
-	Weights scoring.Weights
+	// Params are the profile's parameters, meaning what they mean live
+	// (see scoring.Params for every zero value). Weights are ignored when
+	// Policy is set.
+	scoring.Params
 	// Policy, when set, replaces Weights with one of the FGD paper's
 	// policies; PolicyRandom draws from Seed.
 	Policy scoring.Policy
@@ -22,12 +24,6 @@ type Config struct {
 	// Workload is the typical pod mix fragmentation is measured against;
 	// nil derives it from the replayed jobs (95% coverage, as the paper).
 	Workload scoring.Workload
-	// Queues limit what each queue holds at once; absent queues are unlimited.
-	Queues map[string]scoring.QueueLimit
-	// GangTimeout is how long gang members that fit hold their reservation
-	// while the rest of the gang waits (coscheduling's Permit wait). Zero
-	// admits gangs atomically: nothing is held unless every member fits.
-	GangTimeout time.Duration
 	// Preemption lets a lone pod that fits nowhere evict lower-priority pods
 	// (whole jobs) as kube-scheduler's DefaultPreemption does. Gangs do not
 	// preempt.
@@ -189,7 +185,9 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 		weights = cfg.Policy.Weights()
 	}
 	if cfg.Policy != scoring.PolicyRandom {
-		if err := weights.Validate(); err != nil {
+		p := cfg.Params
+		p.Weights = weights
+		if err := p.Validate(); err != nil {
 			return Result{}, fmt.Errorf("replay: %w", err)
 		}
 	}
@@ -256,8 +254,7 @@ func (r *replay) feasible(j *Job, key string) bool {
 	if c < j.Members {
 		return false
 	}
-	lim := r.cfg.Queues[j.Queue]
-	return scoring.QueueAdmits(lim, scoring.QueueUsage{}, j.DemandMilli(), j.Members > 1)
+	return scoring.QueueAdmits(r.cfg.Limit(j.Queue), scoring.QueueUsage{}, j.DemandMilli(), j.Members > 1)
 }
 
 func (r *replay) push(e event) {
@@ -445,7 +442,7 @@ func (m *shapeMemo) gangFailed(gen int64, shape, members int) bool {
 // try attempts to start js now; it reports whether js left the queue.
 func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 	j := js.job
-	if js.status == waiting && !scoring.QueueAdmits(r.cfg.Queues[j.Queue], r.usage[j.Queue], j.DemandMilli(), j.Members > 1) {
+	if js.status == waiting && !scoring.QueueAdmits(r.cfg.Limit(j.Queue), r.usage[j.Queue], j.DemandMilli(), j.Members > 1) {
 		return false
 	}
 	pod := uint64(js.idx)
@@ -488,7 +485,7 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 	// A gang starts reserving only when its members fit once the gangs
 	// already reserving are given theirs (scoring.GangFit, the live
 	// admission rule), so a gang that cannot fit holds nothing.
-	if r.cfg.GangTimeout <= 0 || scoring.GangFit(r.p.nodes, r.reservingDemands(), j.Request, j.Members) < j.Members {
+	if scoring.GangFit(r.p.nodes, r.reservingDemands(), j.Request, j.Members) < j.Members {
 		return false
 	}
 	allocs, idx = r.p.placePartial(j.Request, js.shape, j.Members, pod)
@@ -498,7 +495,7 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 	js.allocs, js.nodeIdx, js.status = allocs, idx, reserving
 	r.reserved += r.member(js) * int64(len(allocs))
 	r.count(js)
-	r.push(event{at: t + r.cfg.GangTimeout, kind: evTimeout, job: js, epoch: js.epoch})
+	r.push(event{at: t + r.cfg.EffectiveGangTimeout(), kind: evTimeout, job: js, epoch: js.epoch})
 	return false
 }
 

@@ -44,29 +44,29 @@ func TestReplaySemantics(t *testing.T) {
 		starts []time.Duration
 	}{
 		{"gang waits for all its members", cluster(2, 8), []Job{job("a", 0, 100, 1, 4), job("b", 1, 10, 2, 8)},
-			Config{Weights: bin}, []time.Duration{0, sec(100)}},
+			Config{Params: scoring.Params{Weights: bin}}, []time.Duration{0, sec(100)}},
 		{"lone pods pass a waiting gang", cluster(2, 8),
 			[]Job{job("a", 0, 100, 1, 4), job("b", 1, 10, 2, 8), job("c", 2, 10, 1, 8)},
-			Config{Weights: bin}, []time.Duration{0, sec(100), sec(2)}},
+			Config{Params: scoring.Params{Weights: bin}}, []time.Duration{0, sec(100), sec(2)}},
 		{"queue limit holds the second job", cluster(2, 8),
 			[]Job{queue(job("a", 0, 100, 1, 8), "q"), queue(job("b", 1, 10, 1, 8), "q"), job("c", 2, 10, 1, 8)},
-			Config{Weights: bin, Queues: map[string]scoring.QueueLimit{"q": {MaxGPUs: 8}}}, []time.Duration{0, sec(100), sec(2)}},
+			Config{Params: scoring.Params{Weights: bin, Queues: map[string]scoring.QueueLimit{"q": {MaxGPUs: 8}}}}, []time.Duration{0, sec(100), sec(2)}},
 		{"higher priority goes first", cluster(1, 8),
 			[]Job{job("a", 0, 100, 1, 8), job("low", 10, 10, 1, 8), prio(job("high", 20, 10, 1, 8), 100)},
-			Config{Weights: bin}, []time.Duration{0, sec(110), sec(100)}},
+			Config{Params: scoring.Params{Weights: bin}}, []time.Duration{0, sec(110), sec(100)}},
 		{"preemption evicts the lower priority job", cluster(1, 8),
 			[]Job{job("low", 0, 100, 1, 8), prio(job("high", 10, 10, 1, 8), 100)},
-			Config{Weights: bin, Preemption: true}, []time.Duration{sec(20), sec(10)}},
+			Config{Params: scoring.Params{Weights: bin}, Preemption: true}, []time.Duration{sec(20), sec(10)}},
 		{"no preemption without it", cluster(1, 8),
 			[]Job{job("low", 0, 100, 1, 8), prio(job("high", 10, 10, 1, 8), 100)},
-			Config{Weights: bin}, []time.Duration{0, sec(100)}},
+			Config{Params: scoring.Params{Weights: bin}}, []time.Duration{0, sec(100)}},
 		// b does not fit, so even with a timeout it reserves nothing.
 		{"a gang that cannot fit holds nothing", cluster(2, 4),
 			[]Job{job("a", 0, 100, 1, 4), job("b", 1, 10, 2, 4), job("c", 10, 10, 1, 4)},
-			Config{Weights: bin, GangTimeout: sec(50)}, []time.Duration{0, sec(100), sec(10)}},
-		{"without a timeout nothing is held", cluster(2, 4),
+			Config{Params: scoring.Params{Weights: bin, GangTimeout: sec(50)}}, []time.Duration{0, sec(100), sec(10)}},
+		{"a zero timeout is the default timeout: a gang that cannot fit still holds nothing", cluster(2, 4),
 			[]Job{job("a", 0, 100, 1, 4), job("b", 1, 10, 2, 4), job("c", 10, 10, 1, 4)},
-			Config{Weights: bin}, []time.Duration{0, sec(100), sec(10)}},
+			Config{Params: scoring.Params{Weights: bin}}, []time.Duration{0, sec(100), sec(10)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,7 +88,7 @@ func TestReplaySemantics(t *testing.T) {
 
 func TestPreemptedJobRestarts(t *testing.T) {
 	res, err := Run(cluster(1, 8), []Job{job("low", 0, 100, 1, 8), prio(job("high", 10, 10, 1, 8), 100)},
-		Config{Weights: scoring.Weights{scoring.TermBinPack: 1}, Preemption: true})
+		Config{Params: scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}, Preemption: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestMetrics(t *testing.T) {
 	half.Util = 0.5
 	// The second job needs both GPUs and waits 100s while one GPU is free.
 	res, err := Run(c, []Job{half, prio(job("both", 0, 100, 1, 2), 5), job("huge", 0, 1, 1, 4)},
-		Config{Weights: scoring.Weights{scoring.TermBinPack: 1}, HighPriority: 5})
+		Config{Params: scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}, HighPriority: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestMetrics(t *testing.T) {
 	}
 	// Reversed priorities: half starts first and both waits 100s with one
 	// GPU free and 2000 milli wanted: 1000 x 100 idle while waiting.
-	res, _ = Run(c, []Job{prio(half, 5), job("both", 0, 100, 1, 2)}, Config{Weights: scoring.Weights{scoring.TermBinPack: 1}, HighPriority: 5})
+	res, _ = Run(c, []Job{prio(half, 5), job("both", 0, 100, 1, 2)}, Config{Params: scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}, HighPriority: 5})
 	if got := res.Metrics.IdleWaitingShare; math.Abs(got-0.25) > 1e-12 {
 		t.Errorf("idle while waiting = %v, want 0.25", got)
 	}
@@ -140,7 +140,7 @@ func TestReplayIsDeterministicOnPhilly(t *testing.T) {
 	c := NewCluster(inv)
 	jobs := JobsFromTrace(tj)
 	var first Result
-	for i, cfg := range []Config{{Weights: scoring.DefaultWeights(), GangTimeout: sec(60)}, {Weights: scoring.DefaultWeights(), GangTimeout: sec(60)}} {
+	for i, cfg := range []Config{{Params: scoring.Params{Weights: scoring.DefaultWeights(), GangTimeout: sec(60)}}, {Params: scoring.Params{Weights: scoring.DefaultWeights(), GangTimeout: sec(60)}}} {
 		res, err := Run(c, jobs, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -157,7 +157,7 @@ func TestReplayIsDeterministicOnPhilly(t *testing.T) {
 	if first.Metrics.MeanJCT <= 0 || first.Metrics.GPUIdleShare <= 0 || first.Metrics.GPUIdleShare >= 1 {
 		t.Errorf("implausible metrics %+v", first.Metrics)
 	}
-	if _, err := Run(c, jobs, Config{Weights: scoring.Weights{}}); err == nil {
+	if _, err := Run(c, jobs, Config{Params: scoring.Params{Weights: scoring.Weights{}}}); err == nil {
 		t.Error("all-zero weights accepted")
 	}
 }

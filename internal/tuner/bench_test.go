@@ -39,10 +39,10 @@ func BenchmarkCandidates(b *testing.B) {
 	par := runtime.GOMAXPROCS(0)
 	e := NewEvaluator(w, Replays{Count: par}, sim.Config{Preemption: true, HighPriority: 1})
 	cands := []Candidate{
-		{Weights: scoring.DefaultWeights()},
-		{Weights: scoring.Weights{scoring.TermFragmentation: 10, scoring.TermBestFit: 2}},
-		{Weights: scoring.Weights{scoring.TermBestFit: 5, scoring.TermTopology: 10}},
-		{Weights: scoring.Weights{scoring.TermPacking: 3, scoring.TermFragmentation: 5}},
+		{scoring.DefaultParams()},
+		{scoring.Params{Weights: scoring.Weights{scoring.TermFragmentation: 10, scoring.TermBestFit: 2}}},
+		{scoring.Params{Weights: scoring.Weights{scoring.TermBestFit: 5, scoring.TermTopology: 10}}},
+		{scoring.Params{Weights: scoring.Weights{scoring.TermPacking: 3, scoring.TermFragmentation: 5}}},
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -11,47 +11,20 @@ import (
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
-// Candidate is one set of scheduler parameters the tuner can publish.
+// Candidate is one set of scheduler parameters the tuner can publish: the
+// parameters a profile carries (scoring.Params), replayed as they are.
 type Candidate struct {
-	Weights     scoring.Weights
-	Queues      map[string]scoring.QueueLimit
-	GangTimeout time.Duration
+	scoring.Params
 }
 
 // FromDocument reads a profile's parameters.
-func FromDocument(d profile.Document) Candidate {
-	c := Candidate{Weights: d.ScoringWeights(), GangTimeout: time.Duration(d.GangTimeoutSeconds) * time.Second}
-	if len(d.Queues) > 0 {
-		c.Queues = map[string]scoring.QueueLimit{}
-		for name, q := range d.Queues {
-			c.Queues[name] = scoring.QueueLimit{MaxGPUs: q.MaxGPUs, MaxRunningGangs: q.MaxRunningGangs}
-		}
-	}
-	return c
-}
+func FromDocument(d profile.Document) Candidate { return Candidate{d.Params()} }
 
 // Document renders c as a profile named name.
-func (c Candidate) Document(name string) profile.Document {
-	d := profile.Document{APIVersion: profile.APIVersion, Kind: profile.Kind, Name: name,
-		Weights: map[string]float64{}, GangTimeoutSeconds: int(c.GangTimeout / time.Second)}
-	for t, w := range c.Weights {
-		if w != 0 {
-			d.Weights[string(t)] = w
-		}
-	}
-	if len(c.Queues) > 0 {
-		d.Queues = map[string]profile.Queue{}
-		for name, q := range c.Queues {
-			d.Queues[name] = profile.Queue{MaxGPUs: q.MaxGPUs, MaxRunningGangs: q.MaxRunningGangs}
-		}
-	}
-	return d
-}
+func (c Candidate) Document(name string) profile.Document { return profile.FromParams(name, c.Params) }
 
 // Clone deep-copies c.
-func (c Candidate) Clone() Candidate {
-	return Candidate{Weights: maps.Clone(c.Weights), Queues: maps.Clone(c.Queues), GangTimeout: c.GangTimeout}
-}
+func (c Candidate) Clone() Candidate { return Candidate{c.Params.Clone()} }
 
 // Key identifies c's parameters, so a search never evaluates a candidate twice.
 func (c Candidate) Key() string {
@@ -62,7 +35,8 @@ func (c Candidate) Key() string {
 	for _, q := range slices.Sorted(maps.Keys(c.Queues)) {
 		s += fmt.Sprintf("q.%s=%d/%d;", q, c.Queues[q].MaxGPUs, c.Queues[q].MaxRunningGangs)
 	}
-	return s + fmt.Sprintf("gang=%s", c.GangTimeout)
+	s += fmt.Sprintf("gang=%s;order=%s;starve=%s;", c.EffectiveGangTimeout(), c.EffectiveOrder(), c.StarvationBound)
+	return s + fmt.Sprintf("resv=%t/%s;minrun=%s", c.Reservation, c.ReservationThreshold, c.PreemptMinRunTime)
 }
 
 // Bounds limit how far one tuning step may move a profile, so a wrong
@@ -73,7 +47,8 @@ type Bounds struct {
 	// MaxQueueChange is the largest relative change of a queue's GPU limit.
 	MaxQueueChange float64
 	// MaxGangTimeoutFactor bounds the gang timeout to [from/f, from*f]
-	// (a zero timeout may grow to MinGangTimeout*f).
+	// (a zero timeout is scoring.DefaultGangTimeout), never below
+	// MinGangTimeout.
 	MaxGangTimeoutFactor float64
 }
 
@@ -112,18 +87,14 @@ func (b Bounds) Clamp(from, to Candidate) Candidate {
 		q.MaxGPUs = min(max(q.MaxGPUs, max(lo, 1)), hi)
 		out.Queues[name] = q
 	}
+	// Bounds apply to the timeout each side means: zero is
+	// scoring.DefaultGangTimeout, not "no timeout".
 	f := b.MaxGangTimeoutFactor
-	base := from.GangTimeout
-	if base == 0 {
-		base = MinGangTimeout
-	}
-	hi := time.Duration(float64(base) * f)
-	hi = min(hi, time.Duration(profile.MaxGangTimeoutSeconds)*time.Second)
-	if out.GangTimeout > hi {
-		out.GangTimeout = hi
-	}
-	if from.GangTimeout > 0 && out.GangTimeout < time.Duration(float64(from.GangTimeout)/f) {
-		out.GangTimeout = time.Duration(float64(from.GangTimeout) / f)
+	base := from.EffectiveGangTimeout()
+	hi := min(time.Duration(float64(base)*f), scoring.MaxGangTimeout)
+	lo := max(time.Duration(float64(base)/f), MinGangTimeout)
+	if eff := out.EffectiveGangTimeout(); eff < lo || eff > hi {
+		out.GangTimeout = min(max(eff, lo), hi)
 	}
 	out.GangTimeout = out.GangTimeout.Round(time.Second)
 	return out

@@ -68,7 +68,7 @@ func Search(ctx context.Context, e *Evaluator, start Candidate, o SearchOptions)
 				continue
 			}
 			seen[cand.Key()] = true
-			if cand.Weights.Validate() != nil {
+			if cand.Validate() != nil {
 				report(0)
 				continue
 			}
@@ -94,7 +94,15 @@ type move struct {
 	apply func(Candidate) Candidate
 }
 
-func movesPerRound(c Candidate) int { return 2*len(scoring.Terms) + 2*len(c.Queues) + 2 }
+func movesPerRound(c Candidate) int {
+	limited := 0
+	for _, q := range c.Queues {
+		if q.MaxGPUs > 0 {
+			limited++
+		}
+	}
+	return 2*len(scoring.Terms) + 2*limited + 2
+}
 
 func moves(c Candidate, b Bounds, scale float64) []move {
 	var out []move
@@ -113,6 +121,9 @@ func moves(c Candidate, b Bounds, scale float64) []move {
 		}
 	}
 	for _, q := range slices.Sorted(maps.Keys(c.Queues)) {
+		if c.Queues[q].MaxGPUs == 0 {
+			continue // no limit: scaling it would invent one
+		}
 		for _, sign := range []float64{+1, -1} {
 			f := 1 + sign*b.MaxQueueChange/2*scale
 			out = append(out, move{fmt.Sprintf("queues.%s.maxGPUs x%.2f", q, f), func(c Candidate) Candidate {
@@ -125,18 +136,16 @@ func moves(c Candidate, b Bounds, scale float64) []move {
 		}
 	}
 	grow, shrink := 1+scale, 1/(1+scale)
+	eff := c.EffectiveGangTimeout()
 	out = append(out,
 		move{fmt.Sprintf("gangTimeout x%.2f", grow), func(c Candidate) Candidate {
 			n := c.Clone()
-			n.GangTimeout = max(MinGangTimeout, time.Duration(float64(c.GangTimeout)*grow))
+			n.GangTimeout = min(time.Duration(float64(eff)*grow), scoring.MaxGangTimeout).Round(time.Second)
 			return n
 		}},
 		move{fmt.Sprintf("gangTimeout x%.2f", shrink), func(c Candidate) Candidate {
 			n := c.Clone()
-			n.GangTimeout = time.Duration(float64(c.GangTimeout) * shrink)
-			if n.GangTimeout < MinGangTimeout {
-				n.GangTimeout = 0
-			}
+			n.GangTimeout = max(time.Duration(float64(eff)*shrink), MinGangTimeout).Round(time.Second)
 			return n
 		}})
 	return out

@@ -53,13 +53,13 @@ func TestObjective(t *testing.T) {
 
 func TestBoundsClamp(t *testing.T) {
 	b := DefaultBounds()
-	from := Candidate{Weights: scoring.Weights{scoring.TermTopology: 10, scoring.TermBinPack: 90},
-		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 100}}, GangTimeout: time.Minute}
-	to := Candidate{Weights: scoring.Weights{scoring.TermTopology: 50, scoring.TermBinPack: 100, scoring.TermSpread: 3},
-		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 10}}, GangTimeout: time.Hour}
+	from := Candidate{scoring.Params{Weights: scoring.Weights{scoring.TermTopology: 10, scoring.TermBinPack: 90},
+		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 100}}, GangTimeout: time.Minute}}
+	to := Candidate{scoring.Params{Weights: scoring.Weights{scoring.TermTopology: 50, scoring.TermBinPack: 100, scoring.TermSpread: 3},
+		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 10}}, GangTimeout: time.Hour}}
 	got := b.Clamp(from, to)
-	want := Candidate{Weights: scoring.Weights{scoring.TermTopology: 30, scoring.TermBinPack: 100, scoring.TermSpread: 3},
-		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 50}}, GangTimeout: 4 * time.Minute}
+	want := Candidate{scoring.Params{Weights: scoring.Weights{scoring.TermTopology: 30, scoring.TermBinPack: 100, scoring.TermSpread: 3},
+		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 50}}, GangTimeout: 4 * time.Minute}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Clamp = %+v\nwant %+v", got, want)
 	}

@@ -38,7 +38,9 @@ type Options struct {
 	Clock         *harness.Clock // required: maps arrival times to wall time
 	Namespace     string         // default "default"
 	SchedulerName string         // default the cluster's default scheduler
-	// ScheduleTimeoutSeconds goes into each PodGroup. Default 60.
+	// ScheduleTimeoutSeconds, when set, goes into each PodGroup and
+	// overrides the profile's gang timeout for it. Default unset: the
+	// profile decides, as it does in the tuner's replays.
 	ScheduleTimeoutSeconds int32
 	// Submitters is how many jobs are created at once. Default 8.
 	Submitters int
@@ -121,9 +123,6 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, jobs []trace.Job, o
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}
-	if opts.ScheduleTimeoutSeconds == 0 {
-		opts.ScheduleTimeoutSeconds = 60
-	}
 	if opts.Submitters <= 0 {
 		opts.Submitters = 8
 	}
@@ -191,7 +190,9 @@ func (p *Player) submit(ctx context.Context, name string, j trace.Job) error {
 	p.results[name].Submitted = time.Now()
 	p.mu.Unlock()
 	pg := podgroup.New(p.opts.Namespace, name, int32(j.Members))
-	pg.Spec.ScheduleTimeoutSeconds = ptr.To(p.opts.ScheduleTimeoutSeconds)
+	if p.opts.ScheduleTimeoutSeconds > 0 {
+		pg.Spec.ScheduleTimeoutSeconds = ptr.To(p.opts.ScheduleTimeoutSeconds)
+	}
 	pg.Labels = map[string]string{harness.LabelJob: name}
 	if j.Queue != "" {
 		pg.Labels[harness.LabelQueue] = queueLabel(j.Queue)

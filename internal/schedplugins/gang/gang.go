@@ -39,9 +39,12 @@ const Name = "SchedloopGang"
 
 // Args configure the plugin.
 type Args struct {
-	// TimeoutSeconds is how long members wait at Permit for the rest of
-	// their gang when neither the PodGroup (scheduleTimeoutSeconds) nor the
-	// active profile (gangTimeoutSeconds) says. Default 60.
+	// TimeoutSeconds is no longer read and must be left unset: how long
+	// members wait at Permit is the PodGroup's scheduleTimeoutSeconds, else
+	// the active profile's gangTimeoutSeconds (0 meaning
+	// scoring.DefaultGangTimeout, 60 s), which the tuner's replays read too.
+	// A plugin default the replays cannot see would make a profile mean one
+	// thing live and another replayed.
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
 	// BackoffSeconds is how long a gang whose reservations were released is
 	// refused before trying again. Default 2.
@@ -50,9 +53,6 @@ type Args struct {
 
 // SetDefaults fills unset fields.
 func (a *Args) SetDefaults() {
-	if a.TimeoutSeconds == 0 {
-		a.TimeoutSeconds = 60
-	}
 	if a.BackoffSeconds == 0 {
 		a.BackoffSeconds = 2
 	}
@@ -60,8 +60,9 @@ func (a *Args) SetDefaults() {
 
 // ValidateArgs names the first invalid field.
 func ValidateArgs(a Args) error {
-	if a.TimeoutSeconds < 1 || a.TimeoutSeconds > 24*60*60 {
-		return fmt.Errorf("%s args: timeoutSeconds: %d is outside 1..86400", Name, a.TimeoutSeconds)
+	if a.TimeoutSeconds != 0 {
+		return fmt.Errorf("%s args: timeoutSeconds: %d is no longer read; set gangTimeoutSeconds in the SchedulingProfile instead (0 there means %d s)",
+			Name, a.TimeoutSeconds, int(scoring.DefaultGangTimeout/time.Second))
 	}
 	if a.BackoffSeconds < 0 || a.BackoffSeconds > 600 {
 		return fmt.Errorf("%s args: backoffSeconds: %d is outside 0..600", Name, a.BackoffSeconds)
@@ -174,15 +175,13 @@ func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 }
 
 // timeout: the PodGroup's own scheduleTimeoutSeconds, else the active
-// profile's gangTimeoutSeconds, else the plugin default.
+// profile's gang timeout as scoring.Params defines it (zero is
+// scoring.DefaultGangTimeout), the value the simulator replays.
 func (g *Gang) timeout(state fwk.CycleState, pg *podgroup.PodGroup) time.Duration {
 	if s := pg.Spec.ScheduleTimeoutSeconds; s != nil && *s > 0 {
 		return time.Duration(*s) * time.Second
 	}
-	if s := profilewatch.ForCycle(state, g.profile).Doc.GangTimeoutSeconds; s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return time.Duration(g.args.TimeoutSeconds) * time.Second
+	return profilewatch.ForCycle(state, g.profile).Params.EffectiveGangTimeout()
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.

@@ -2,6 +2,7 @@ package gang_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,11 +21,13 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/reasons"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
 	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
+	"github.com/schedloop/schedloop/internal/scoring"
 )
 
 // handle is the part of the framework handle the manager uses, recording
@@ -164,7 +167,7 @@ func TestPermitHoldsUntilMinMember(t *testing.T) {
 			t.Errorf("%s: Permit = %v %q, want %v %q", pod.Name, s.Code(), s.Message(), want[i].code, want[i].reason)
 		}
 		if s.Code() == fwk.Wait && timeout != 60*time.Second {
-			t.Errorf("%s: Permit timeout = %v, want the plugin default 60s", pod.Name, timeout)
+			t.Errorf("%s: Permit timeout = %v, want the default 60s", pod.Name, timeout)
 		}
 	}
 }
@@ -204,5 +207,64 @@ func TestManagerForgetsFinishedGangs(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("tracked gangs = %d after gang a bound and gang b was deleted, want 0", f.mgr.Tracked())
+	}
+}
+
+// Members wait at Permit for the timeout the simulator replays: the
+// profile's, read through scoring.Params, where 0 means
+// scoring.DefaultGangTimeout on both sides; a PodGroup's own
+// scheduleTimeoutSeconds still wins live.
+func TestPermitTimeoutIsTheProfiles(t *testing.T) {
+	tests := []struct {
+		name    string
+		profile int
+		own     int32
+		want    time.Duration
+	}{
+		{"profile 0 is the default", 0, 0, scoring.DefaultGangTimeout},
+		{"profile 300", 300, 0, 300 * time.Second},
+		{"the PodGroup's own", 300, 7, 7 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := []*v1.Pod{member("m-0", "m", "1"), member("m-1", "m", "1")}
+			pg := podgroup.New("default", "m", 2)
+			if tc.own > 0 {
+				pg.Spec.ScheduleTimeoutSeconds = &tc.own
+			}
+			f := newFixture(t, pods, pg)
+			holder := profilewatch.NewHolder()
+			doc := profile.Default()
+			doc.Name, doc.GangTimeoutSeconds = "timeout", tc.profile
+			data, err := doc.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := holder.Apply(data); err != nil {
+				t.Fatal(err)
+			}
+			if tc.own == 0 && holder.Load().Params.EffectiveGangTimeout() != tc.want {
+				t.Fatalf("the replayed timeout is %v, want %v", holder.Load().Params.EffectiveGangTimeout(), tc.want)
+			}
+			p, err := gang.New(nil, f.mgr, holder)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, state := context.Background(), framework.NewCycleState()
+			if _, s := p.PreFilter(ctx, state, pods[0], []fwk.NodeInfo{gpuNode("n1", "8")}); !s.IsSuccess() {
+				t.Fatalf("PreFilter: %v", s)
+			}
+			p.Reserve(ctx, state, pods[0], "n1")
+			if s, timeout := p.Permit(ctx, state, pods[0], "n1"); s.Code() != fwk.Wait || timeout != tc.want {
+				t.Errorf("Permit = %v, %v; want Wait, %v", s.Code(), timeout, tc.want)
+			}
+		})
+	}
+}
+
+func TestArgsRefuseAPluginTimeout(t *testing.T) {
+	err := gang.ValidateArgs(gang.Args{TimeoutSeconds: 60, BackoffSeconds: 2})
+	if err == nil || !strings.Contains(err.Error(), "timeoutSeconds: 60 is no longer read; set gangTimeoutSeconds in the SchedulingProfile") {
+		t.Errorf("ValidateArgs = %v", err)
 	}
 }

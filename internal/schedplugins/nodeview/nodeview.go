@@ -58,7 +58,7 @@ func gpuMilli(pod *v1.Pod) int {
 // framework's accounting, and per-device GPU occupancy rebuilt from the pods
 // on it (whole-GPU pods take whole devices, shared pods are packed onto the
 // tightest device, in pod order). levels are the topology label keys,
-// outermost first; a node missing one belongs to no domain.
+// outermost first (see Domains).
 func Node(ni fwk.NodeInfo, levels []string) *scoring.Node {
 	node := ni.Node()
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
@@ -71,15 +71,7 @@ func Node(ni fwk.NodeInfo, levels []string) *scoring.Node {
 		MemoryMiBFree: (alloc.GetMemory() - used.GetMemory()) >> 20,
 	}
 	if len(levels) > 0 {
-		domains := make([]string, 0, len(levels))
-		for _, key := range levels {
-			v, ok := node.Labels[key]
-			if !ok {
-				break
-			}
-			domains = append(domains, v)
-		}
-		n.Domains = domains
+		n.Domains = Domains(node, levels)
 	}
 	gpus := int(alloc.GetScalarResources()[ResourceGPU])
 	if gpus <= 0 {
@@ -106,6 +98,11 @@ func Node(ni fwk.NodeInfo, levels []string) *scoring.Node {
 		}
 	}
 	return n
+}
+
+// Domains is node's place in the topology of levels (scoring.NodeDomains).
+func Domains(node *v1.Node, levels []string) []string {
+	return scoring.NodeDomains(levels, func(key string) string { return node.Labels[key] })
 }
 
 // Nodes builds the scoring view of each node.

@@ -22,8 +22,10 @@ import (
 
 // Active is one validated profile, immutable once published.
 type Active struct {
-	Doc     profile.Document
-	Weights scoring.Weights
+	Doc profile.Document
+	// Params are Doc's parameters, converted once when the profile is
+	// loaded: what every plugin reads.
+	Params scoring.Params
 	// Hash is the SHA-256 of the ConfigMap data it came from ("" for the
 	// built-in default).
 	Hash string
@@ -43,7 +45,7 @@ type Holder struct {
 func NewHolder() *Holder {
 	h := &Holder{}
 	d := profile.Default()
-	h.p.Store(&Active{Doc: d, Weights: d.ScoringWeights()})
+	h.p.Store(&Active{Doc: d, Params: d.Params()})
 	return h
 }
 
@@ -74,7 +76,7 @@ func (h *Holder) Apply(data []byte) (swapped bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	next := &Active{Doc: doc, Weights: doc.ScoringWeights(), Hash: hash, Generation: old.Generation + 1}
+	next := &Active{Doc: doc, Params: doc.Params(), Hash: hash, Generation: old.Generation + 1}
 	if !h.p.CompareAndSwap(old, next) {
 		return false, fmt.Errorf("profile %s: another reload won the race; retry", doc.Name)
 	}

@@ -4,11 +4,15 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/schedloop/schedloop/internal/scoring"
 )
 
-// ledger is what each queue holds now: pods bound (from the informer) or
-// holding a reservation in this scheduler. A gang counts at least its
-// declared size (minMember × GPUs per member) from its first reservation,
+// ledger is what each queue holds now, in milli-GPU as scoring.QueueUsage
+// counts it (a GPU share counts its share): pods bound (from the informer)
+// or holding a reservation in this scheduler. A gang counts at least its
+// declared size (minMember × milli-GPU per member) from its first
+// reservation, as the simulator counts a gang's whole demand once it starts,
 // so a half-placed gang cannot be overtaken by pods that would stop it
 // completing within the limit.
 type ledger struct {
@@ -19,20 +23,21 @@ type ledger struct {
 
 type entry struct {
 	queue, gang string // gang "" for a single pod
-	gpus        int
-	declared    int // the gang's declared GPUs
+	milli       int64
+	declared    int64 // the gang's declared milli-GPU
 }
 
 type usage struct {
-	single int
+	single int64
 	gangs  map[string]*gangUsage
 }
 
 type gangUsage struct {
-	gpus, declared, members int
+	milli, declared int64
+	members         int
 }
 
-func (g *gangUsage) held() int { return max(g.gpus, g.declared) }
+func (g *gangUsage) held() int64 { return max(g.milli, g.declared) }
 
 func newLedger() *ledger {
 	return &ledger{pods: map[types.UID]entry{}, queues: map[string]*usage{}}
@@ -51,7 +56,7 @@ func (l *ledger) add(uid types.UID, e entry) {
 		l.queues[e.queue] = q
 	}
 	if e.gang == "" {
-		q.single += e.gpus
+		q.single += e.milli
 		return
 	}
 	g := q.gangs[e.gang]
@@ -59,7 +64,7 @@ func (l *ledger) add(uid types.UID, e entry) {
 		g = &gangUsage{}
 		q.gangs[e.gang] = g
 	}
-	g.gpus += e.gpus
+	g.milli += e.milli
 	g.members++
 	g.declared = max(g.declared, e.declared)
 }
@@ -74,38 +79,39 @@ func (l *ledger) remove(uid types.UID) {
 	delete(l.pods, uid)
 	q := l.queues[e.queue]
 	if e.gang == "" {
-		q.single -= e.gpus
+		q.single -= e.milli
 		return
 	}
 	g := q.gangs[e.gang]
-	g.gpus -= e.gpus
+	g.milli -= e.milli
 	g.members--
 	if g.members == 0 {
 		delete(q.gangs, e.gang)
 	}
 }
 
-// extra is how many GPUs (and gangs) admitting e would add to its queue,
-// and the queue's current use.
-func (l *ledger) extra(e entry) (used, addGPUs, gangs, addGangs int) {
+// extra is what e's queue holds now and what admitting e would add to it:
+// demand is the milli-GPU it adds (the rest of its gang's declared size for
+// a gang's first member, nothing for a later member within it) and newGang
+// whether it starts a gang the queue does not hold yet.
+func (l *ledger) extra(e entry) (used scoring.QueueUsage, demand int64, newGang bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queues[e.queue]
 	if q != nil {
-		used = q.single
+		used.GPUMilli = q.single
 		for _, g := range q.gangs {
-			used += g.held()
+			used.GPUMilli += g.held()
 		}
-		gangs = len(q.gangs)
+		used.RunningGangs = len(q.gangs)
 	}
 	if e.gang == "" {
-		return used, e.gpus, gangs, 0
+		return used, e.milli, false
 	}
 	if q != nil {
 		if g := q.gangs[e.gang]; g != nil {
-			after := max(g.gpus+e.gpus, g.declared)
-			return used, after - g.held(), gangs, 0
+			return used, max(g.milli+e.milli, g.declared) - g.held(), false
 		}
 	}
-	return used, max(e.gpus, e.declared), gangs, 1
+	return used, max(e.milli, e.declared), true
 }

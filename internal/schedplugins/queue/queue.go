@@ -23,6 +23,7 @@ import (
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
 	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
+	"github.com/schedloop/schedloop/internal/scoring"
 )
 
 // Name is the plugin's name in KubeSchedulerConfiguration.
@@ -84,13 +85,13 @@ func (q *Queue) Name() string { return Name }
 func (q *Queue) WakeOnLimitChange(a Activator, schedulerName string) {
 	q.profile.OnSwap(func(old, cur *profilewatch.Active) {
 		changed := map[string]bool{}
-		for name, limit := range cur.Doc.Queues {
-			if prev, ok := old.Doc.Queues[name]; !ok || prev != limit {
+		for name, limit := range cur.Params.Queues {
+			if prev, ok := old.Params.Queues[name]; !ok || prev != limit {
 				changed[name] = true
 			}
 		}
-		for name := range old.Doc.Queues {
-			if _, ok := cur.Doc.Queues[name]; !ok {
+		for name := range old.Params.Queues {
+			if _, ok := cur.Params.Queues[name]; !ok {
 				changed[name] = true
 			}
 		}
@@ -136,13 +137,13 @@ func (q *Queue) entry(pod *v1.Pod) (entry, bool) {
 	if name == "" {
 		return entry{}, false
 	}
-	gpus := nodeview.Request(pod).GPUs
-	e := entry{queue: name, gpus: gpus}
+	milli := nodeview.Request(pod).TotalGPUMilli()
+	e := entry{queue: name, milli: milli}
 	if key, group, ok := nodeview.GangKey(pod); ok {
 		e.gang = key
 		if q.mgr != nil {
 			if pg, err := q.mgr.PodGroup(pod.Namespace, group); err == nil {
-				e.declared = int(pg.Spec.MinMember) * gpus
+				e.declared = int64(pg.Spec.MinMember) * milli
 			}
 		}
 	}
@@ -162,15 +163,12 @@ func (q *Queue) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(stateKey, &cycleEntry{e: e})
-	limit, ok := profilewatch.ForCycle(state, q.profile).Doc.Queues[e.queue]
-	if !ok {
-		return nil, nil
-	}
-	used, add, gangs, addGangs := q.ledger.extra(e)
-	if add > 0 && used+add > limit.MaxGPUs {
+	limit := profilewatch.ForCycle(state, q.profile).Params.Limit(e.queue)
+	used, demand, newGang := q.ledger.extra(e)
+	switch scoring.QueueCheck(limit, used, demand, newGang) {
+	case scoring.QueueAtGPULimit:
 		return nil, fwk.NewStatus(fwk.Unschedulable, reasons.QueueAtLimit(e.queue, limit.MaxGPUs))
-	}
-	if addGangs > 0 && limit.MaxRunningGangs > 0 && gangs+addGangs > limit.MaxRunningGangs {
+	case scoring.QueueAtGangLimit:
 		return nil, fwk.NewStatus(fwk.Unschedulable, reasons.QueueAtGangLimit(e.queue, limit.MaxRunningGangs))
 	}
 	return nil, nil

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -71,5 +72,48 @@ func TestPreFilter(t *testing.T) {
 				t.Errorf("PreFilter = %v %q, want %v %q", s.Code(), s.Message(), tc.code, tc.reason)
 			}
 		})
+	}
+}
+
+// The plugin admits what the simulator admits: a 0 limit is no limit, and
+// GPU shares count their share, so a 1-GPU queue holds four quarter-GPU
+// pods and turns the fifth away.
+func TestPreFilterCountsSharesAndZeroLimits(t *testing.T) {
+	holder := profilewatch.NewHolder()
+	if _, err := holder.Apply([]byte(`apiVersion: schedloop.io/v1
+kind: SchedulingProfile
+name: shares
+weights: {topology: 10}
+queues:
+  shared: {maxGPUs: 1}
+  open: {maxGPUs: 0}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	q, err := New(nil, nil, holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quarter := func(name string) *v1.Pod {
+		p := queuePod(name, "shared", "", "1")
+		p.Annotations = map[string]string{nodeview.AnnotationGPUMilli: "250"}
+		return p
+	}
+	for i := range 4 {
+		pod := quarter(fmt.Sprintf("q%d", i))
+		state := framework.NewCycleState()
+		if _, s := q.PreFilter(context.Background(), state, pod, nil); !s.IsSuccess() {
+			t.Fatalf("quarter GPU %d of 4 in a 1-GPU queue: %v", i+1, s)
+		}
+		q.Reserve(context.Background(), state, pod, "n1")
+	}
+	if _, s := q.PreFilter(context.Background(), framework.NewCycleState(), quarter("q4"), nil); s.Code() != fwk.Unschedulable ||
+		s.Message() != reasons.QueueAtLimit("shared", 1) {
+		t.Errorf("fifth quarter GPU: %v, want %q", s, reasons.QueueAtLimit("shared", 1))
+	}
+	for _, pod := range []*v1.Pod{queuePod("big", "open", "", "64"), queuePod("gang", "open", "g", "8")} {
+		if _, s := q.PreFilter(context.Background(), framework.NewCycleState(), pod, nil); !s.IsSuccess() {
+			t.Errorf("%s in a queue with maxGPUs 0 (no limit): %v", pod.Name, s)
+		}
 	}
 }

@@ -81,7 +81,7 @@ func TestScoreWinnerIsScoringsChoice(t *testing.T) {
 			}
 			got := scores(t, p, tc.pod, tc.nodes)
 
-			s := &scoring.Scorer{Weights: holder.Load().Weights}
+			s := &scoring.Scorer{Weights: holder.Load().Params.Weights}
 			req := nodeview.Request(tc.pod)
 			var names []string
 			var raw []float64

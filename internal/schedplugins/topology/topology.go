@@ -230,7 +230,7 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 		plan = &p
 		t.mgr.SetPlan(key, plan)
 	}
-	weights := profilewatch.ForCycle(state, t.profile).Weights
+	weights := profilewatch.ForCycle(state, t.profile).Params.Weights
 	if !scoring.ConfinedToPlan(plan, weights, level >= 0) || (level < 0 && t.mgr.Unconfined(key)) {
 		return nil, nil
 	}
@@ -247,15 +247,7 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 }
 
 func (t *Topology) domainsOnly(n *v1.Node) *scoring.Node {
-	sn := &scoring.Node{Name: n.Name, Domains: make([]string, 0, len(t.args.Levels))}
-	for _, key := range t.args.Levels {
-		v, ok := n.Labels[key]
-		if !ok {
-			break
-		}
-		sn.Domains = append(sn.Domains, v)
-	}
-	return sn
+	return &scoring.Node{Name: n.Name, Domains: nodeview.Domains(n, t.args.Levels)}
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.
@@ -297,7 +289,7 @@ func (c *cycleScores) Clone() fwk.StateData { return c }
 func (t *Topology) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	active := profilewatch.ForCycle(state, t.profile)
 	workload := t.typicalWorkload()
-	s := &scoring.Scorer{Weights: active.Weights}
+	s := &scoring.Scorer{Weights: active.Params.Weights}
 	if workload != nil {
 		s.Workload = workload.w
 	}

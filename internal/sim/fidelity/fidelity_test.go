@@ -57,7 +57,7 @@ func TestSimulatorAgreesWithScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := sim.Run(sim.NewCluster(trace.Inventory{Levels: trace.DefaultLevels, Nodes: nodes}), jobs,
-		sim.Config{Weights: doc.ScoringWeights(), RecordPlacements: true})
+		sim.Config{Params: doc.Params(), RecordPlacements: true})
 	if err != nil {
 		t.Fatal(err)
 	}
