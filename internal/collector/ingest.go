@@ -63,6 +63,11 @@ const (
 	DefaultSpoolMaxBytes = 1 << 30
 	DefaultFlushInterval = time.Second
 	DefaultDrainTimeout  = 5 * time.Second
+	// DefaultMaxSampleAge and DefaultMaxSampleAhead are the pipeline's
+	// window around its clock for sample timestamps (dcgm-exporter sends
+	// none, so its samples carry the scrape's time).
+	DefaultMaxSampleAge   = 24 * time.Hour
+	DefaultMaxSampleAhead = time.Hour
 )
 
 // DefaultBackoff paces retries while Postgres is away: 100 ms doubling to 30 s, with jitter.
@@ -88,8 +93,16 @@ type IngestOptions struct {
 	DrainTimeout time.Duration
 	Backoff      *wait.Backoff
 	// Permanent reports errors that retrying the same batch cannot fix
-	// (Postgres rejected its content); such a batch is dropped and counted.
+	// (Postgres rejected its content); such a batch is split in halves until
+	// the rows Postgres refuses are found, and only those are dropped and
+	// counted, so one bad sample does not take a whole batch with it.
 	Permanent func(error) bool
+	// MaxAge and MaxAhead, when set, bound sample timestamps relative to
+	// Now (default time.Now): samples outside are dropped and counted. A
+	// page with one series per day since 2001, or one from the year 287168,
+	// would otherwise have Postgres create a partition for every day.
+	MaxAge, MaxAhead time.Duration
+	Now              func() time.Time
 	// OnWritten is told the time span of each stored batch, so rollups can
 	// revisit minutes that received late samples.
 	OnWritten func(oldest, newest time.Time)
@@ -148,6 +161,9 @@ func NewIngester(w SampleWriter, opts IngestOptions) (*Ingester, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	in := &Ingester{w: w, opts: opts, m: opts.Metrics, log: opts.Logger, wake: make(chan struct{}, 1)}
 	if opts.SpoolDir != "" {
 		s, err := openSpool(opts.SpoolDir, opts.SpoolMaxBytes)
@@ -203,13 +219,22 @@ func (in *Ingester) Lag(now time.Time) time.Duration {
 // dropped and counted. It never waits for Postgres.
 func (in *Ingester) Add(samples []schedloop.GPUSample) {
 	var valid []schedloop.GPUSample // stays nil, and samples is queued as is, unless one is invalid
+	now := in.opts.Now()
+	oldest, newest := now.Add(-in.opts.MaxAge), now.Add(in.opts.MaxAhead)
 	for i := range samples {
-		if samples[i].Time.IsZero() || samples[i].GPUUUID == "" {
+		reason := ""
+		switch t := samples[i].Time; {
+		case t.IsZero() || samples[i].GPUUUID == "":
+			reason = DropInvalid
+		case in.opts.MaxAge > 0 && t.Before(oldest), in.opts.MaxAhead > 0 && t.After(newest):
+			reason = DropTimeRange
+		}
+		if reason != "" {
 			if valid == nil {
 				valid = make([]schedloop.GPUSample, 0, len(samples))
 				valid = append(valid, samples[:i]...)
 			}
-			in.m.Dropped.WithLabelValues(DropInvalid).Inc()
+			in.m.Dropped.WithLabelValues(reason).Inc()
 			continue
 		}
 		if valid != nil {
@@ -365,17 +390,19 @@ func (in *Ingester) writer(ctx context.Context, spool bool) {
 					in.spool.remove(seg)
 					continue
 				}
-				if in.write(ctx, seg.id(), sampleBatch{batch}) {
+				// A segment cut short by ctx stays: its stored parts are
+				// recorded by id and skipped when it is sent again.
+				if in.write(ctx, seg.id(), sampleBatch{batch}) == nil {
 					in.spool.remove(seg)
 				}
 				continue
 			}
 		}
 		if batch := in.take(force); batch != nil {
-			if in.write(ctx, "", batch) {
-				in.done(batch.len())
-			} else {
-				in.giveBack(batch)
+			rest := in.write(ctx, "", batch)
+			in.done(batch.len() - rest.len())
+			if rest != nil {
+				in.giveBack(rest)
 			}
 			continue
 		}
@@ -389,10 +416,10 @@ func (in *Ingester) writer(ctx context.Context, spool bool) {
 	}
 }
 
-// write stores batch, retrying with backoff; false means ctx ended first and
-// the batch is still the caller's. A batch with an id is stored at most
-// once when the writer can promise it.
-func (in *Ingester) write(ctx context.Context, id string, batch sampleBatch) bool {
+// write stores batch, retrying with backoff, and returns what is still
+// unstored when ctx ended first (nil: all stored, or dropped and counted).
+// A batch with an id is stored at most once when the writer can promise it.
+func (in *Ingester) write(ctx context.Context, id string, batch sampleBatch) sampleBatch {
 	b := *in.opts.Backoff
 	once, _ := in.w.(OnceWriter)
 	n := batch.len()
@@ -404,7 +431,7 @@ func (in *Ingester) write(ctx context.Context, id string, batch sampleBatch) boo
 			if stored, err = once.CopyGPUSamplesOnce(ctx, id, batch.flat()); err == nil && !stored {
 				in.m.Duplicates.Add(float64(n))
 				in.log.Info("spooled batch was already stored; not sent again", "batch", id, "samples", n)
-				return true
+				return nil
 			}
 		} else {
 			err = in.copy(ctx, batch)
@@ -422,16 +449,21 @@ func (in *Ingester) write(ctx context.Context, id string, batch sampleBatch) boo
 				}
 				in.opts.OnWritten(lo, hi)
 			}
-			return true
+			return nil
 		}
 		if ctx.Err() != nil {
-			return false
+			return batch
 		}
 		in.m.WriteErrors.Inc()
 		if in.opts.Permanent(err) {
-			in.log.Error("Postgres rejected a sample batch; dropped", "samples", n, "err", err)
-			in.m.Dropped.WithLabelValues(DropRejected).Add(float64(n))
-			return true
+			if n > 1 {
+				return in.split(ctx, id, batch)
+			}
+			s := batch[0][0]
+			in.log.Error("Postgres rejected a sample; dropped", "gpu", s.GPUUUID, "node", s.Node, "pod", s.PodNamespace+"/"+s.PodName,
+				"time", s.Time, "err", err)
+			in.m.Dropped.WithLabelValues(DropRejected).Inc()
+			return nil
 		}
 		delay := b.Step()
 		in.log.Warn("sample batch not stored, retrying", "samples", n, "retry_in", delay.Round(time.Millisecond), "err", err)
@@ -439,10 +471,34 @@ func (in *Ingester) write(ctx context.Context, id string, batch sampleBatch) boo
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return false
+			return batch
 		case <-t.C:
 		}
 	}
+}
+
+// split writes a batch Postgres refused as two halves, each split again
+// while refused, so that only the refused rows are dropped: about two COPYs
+// per level for each bad row, instead of losing every target's samples to
+// one target's bad label. Halves of a spooled batch get ids derived from
+// its own, so a replay after a crash mid-split stores no half twice. It
+// returns what is unstored when ctx ends.
+func (in *Ingester) split(ctx context.Context, id string, batch sampleBatch) sampleBatch {
+	flat := batch.flat()
+	halves := [2][]schedloop.GPUSample{flat[:len(flat)/2], flat[len(flat)/2:]}
+	for i, h := range halves {
+		sub := ""
+		if id != "" {
+			sub = fmt.Sprintf("%s/%d", id, i)
+		}
+		if rest := in.write(ctx, sub, sampleBatch{h}); rest != nil {
+			if i == 0 {
+				rest = append(rest, halves[1])
+			}
+			return rest
+		}
+	}
+	return nil
 }
 
 // copy sends batch through the writer, as its slices when it takes them.

@@ -14,7 +14,8 @@ const (
 const (
 	DropBufferFull = "buffer_full" // memory buffer and spool both full
 	DropInvalid    = "invalid"     // no timestamp or GPU UUID
-	DropRejected   = "rejected"    // Postgres refused the batch for its content
+	DropRejected   = "rejected"    // Postgres refused the sample for its content
+	DropTimeRange  = "time_range"  // stamped too far before or after the ingester's clock
 	DropShutdown   = "shutdown"    // still buffered at exit with no spool room
 	DropSpoolRead  = "spool_corrupt"
 )
@@ -77,7 +78,7 @@ func NewMetrics() *Metrics {
 			Help: "GPU-minutes per state (busy, allocated_idle, unallocated_waiting, spare) over the last hour rolled up."},
 			[]string{"state"}),
 	}
-	for _, r := range []string{DropBufferFull, DropInvalid, DropRejected, DropShutdown, DropSpoolRead} {
+	for _, r := range []string{DropBufferFull, DropInvalid, DropRejected, DropTimeRange, DropShutdown, DropSpoolRead} {
 		m.Dropped.WithLabelValues(r)
 	}
 	return m

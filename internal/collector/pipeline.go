@@ -37,7 +37,8 @@ type PipelineConfig struct {
 	// ScrapeEvery is the pause between scrapes; default DefaultScrapeEvery.
 	ScrapeEvery time.Duration
 	// Ingest tunes the ingester; its Metrics, Logger and OnWritten are the
-	// pipeline's, and Permanent defaults to store.Permanent.
+	// pipeline's, Permanent defaults to store.Permanent, MaxAge and MaxAhead
+	// to DefaultMaxSampleAge and DefaultMaxSampleAhead, and Now to RollupNow.
 	Ingest IngestOptions
 	// Rollups: see Roller. RollupNow is the clock minutes are closed by (trace
 	// time in a replay).
@@ -96,6 +97,14 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	opts.Metrics, opts.Logger, opts.OnWritten = m, log, p.Roller.Written
 	if opts.Permanent == nil {
 		opts.Permanent = store.Permanent
+	}
+	if opts.MaxAge == 0 && opts.MaxAhead == 0 {
+		opts.MaxAge, opts.MaxAhead = DefaultMaxSampleAge, DefaultMaxSampleAhead
+	}
+	if opts.Now == nil {
+		// Samples are stamped on the clock minutes are closed by (trace
+		// time in a replay).
+		opts.Now = cfg.RollupNow
 	}
 	ing, err := NewIngester(cfg.Store, opts)
 	if err != nil {

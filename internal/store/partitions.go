@@ -69,9 +69,20 @@ func (s *Store) EnsureSamplePartitions(ctx context.Context, from, to time.Time) 
 	return s.ensureDayPartitions(ctx, days)
 }
 
+// Days outside [partitionFirstYear, partitionEndYear) get no partition of
+// their own: their rows land in the default partition, kept but not given a
+// table each. The API reads no range outside these years either.
+const (
+	partitionFirstYear = 2000
+	partitionEndYear   = 2200
+)
+
 // ensureDayPartitions creates the partitions of days that do not exist yet.
 func (s *Store) ensureDayPartitions(ctx context.Context, days []time.Time) error {
 	for _, day := range s.partitions.missing(days) {
+		if day.Year() < partitionFirstYear || day.Year() >= partitionEndYear {
+			continue
+		}
 		if err := s.createDayPartition(ctx, day); err != nil {
 			return err
 		}
