@@ -21,6 +21,10 @@ func TestCollectFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"serve", "-idle-threshold", "1.5"}, "flag -idle-threshold 1.5"},
 		{[]string{"serve", "-kubeconfig", "/nonexistent/kubeconfig", "-listen", "127.0.0.1:0"}, `flag -kubeconfig "/nonexistent/kubeconfig"`},
 		{[]string{"serve", "-dcgm-hostengine", "embedded", "-kubeconfig", "off", "-listen", "127.0.0.1:0"}, "--dcgm-exporter-url"},
+		// A header any client can send lets no one in unless it comes from the proxy.
+		{[]string{"serve", "-auth-header", "X-Forwarded-User"}, `flag -auth-header "X-Forwarded-User": needs -auth-trusted-proxies`},
+		{[]string{"serve", "-auth-header", "X-Forwarded-User", "-auth-trusted-proxies", "10.0.0.0/33"}, `"10.0.0.0/33" is not a CIDR prefix`},
+		{[]string{"serve", "-api-max-concurrent", "0"}, "flag -api-max-concurrent 0"},
 	}
 	for _, tc := range tests {
 		err := run(context.Background(), tc.args, env(url), io.Discard, io.Discard)

@@ -38,15 +38,27 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
-	s, err := db.Open(ctx, stderr)
+	if err := collect.validate(); err != nil {
+		return err
+	}
+	if err := apiOpts.validate(); err != nil {
+		return err
+	}
+	// The collector starts while Postgres is away, so that what it scrapes
+	// is kept (in memory, then -spool-dir) rather than never collected.
+	s, schemaReady, err := db.OpenLater(ctx, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-
-	if err := collect.validate(); err != nil {
+	// The API reads through a pool of its own, as large as the number of
+	// requests it answers at once: a read storm waits for those connections
+	// and never for the ones ingest writes through.
+	reads, err := store.Open(ctx, db.URL, store.Options{MaxConns: int32(apiOpts.MaxConcurrent), ConnectTimeout: db.ConnectTimeout, Lazy: true})
+	if err != nil {
 		return err
 	}
+	defer reads.Close()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s (flag -listen): %w", *listen, err)
@@ -65,7 +77,20 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			fmt.Fprintf(stderr, "collection stopped with errors: %v\n", err)
 		}
 	}()
-	srv := &http.Server{Handler: newRouter(s, *apiOpts, reg, pipe.Ready), ReadHeaderTimeout: 10 * time.Second}
+	// An answer has QueueWait to start and Timeout for its reads; the write
+	// timeout leaves it time to be sent after that, and then cuts off a
+	// client that reads too slowly to hold the connection forever.
+	ready := func() error {
+		select {
+		case <-schemaReady:
+		default:
+			return errors.New("database schema: not prepared yet (Postgres was away at start-up)")
+		}
+		return pipe.Ready()
+	}
+	srv := &http.Server{Handler: newRouter(s, reads, apiOpts.options(), reg, ready, stderr),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: apiOpts.QueueWait + apiOpts.Timeout + 30*time.Second, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(stdout, "collector listening on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -85,9 +110,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return nil
 }
 
-// newRouter serves the API, the dashboard and the probes; ready reports what
-// keeps the collection from being ready (nil: ready).
-func newRouter(s *store.Store, apiOpts api.Options, reg *prometheus.Registry, ready func() error) http.Handler {
+// newRouter serves the API and the dashboard (reading through reads) and the
+// probes; ready reports what keeps the collection from being ready (nil:
+// ready).
+func newRouter(s, reads *store.Store, apiOpts api.Options, reg *prometheus.Registry, ready func() error, log io.Writer) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
@@ -99,7 +125,10 @@ func newRouter(s *store.Store, apiOpts api.Options, reg *prometheus.Registry, re
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 		defer cancel()
 		if err := s.Ping(ctx); err != nil {
-			c.String(http.StatusServiceUnavailable, "database: %v", err)
+			// The error names the database's host and user: it goes to the
+			// log, not to whoever can reach the probe.
+			fmt.Fprintf(log, "readyz: database: %v\n", err)
+			c.String(http.StatusServiceUnavailable, "database: not answering (the collector's log says why)")
 			return
 		}
 		if err := ready(); err != nil {
@@ -108,6 +137,6 @@ func newRouter(s *store.Store, apiOpts api.Options, reg *prometheus.Registry, re
 		}
 		c.String(http.StatusOK, "ok")
 	})
-	mountDashboard(r, s, apiOpts)
+	mountDashboard(r, reads, apiOpts)
 	return r
 }

@@ -15,7 +15,10 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -51,14 +54,34 @@ type Options struct {
 	Now func() time.Time
 	// Timeout bounds each request's database work; default 15s.
 	Timeout time.Duration
+	// MaxConcurrent bounds the requests reading the database and building
+	// their answers at once; default DefaultMaxConcurrent. Each holds a
+	// connection of the store's pool and the memory of one answer, so this
+	// bound, not the number of clients, sets what reads cost the process.
+	MaxConcurrent int
+	// QueueWait is how long a request waits for one of those places before
+	// it is answered 503 with Retry-After; default DefaultQueueWait.
+	QueueWait time.Duration
 	// Log receives one line per failed request; default slog.Default().
 	Log *slog.Logger
+	// TrustedProxies are the addresses AuthHeader is believed from; a
+	// request from anywhere else must present the token. AuthHeader without
+	// TrustedProxies lets no one in by header.
+	TrustedProxies []netip.Prefix
 }
+
+// Defaults of Options.
+const (
+	DefaultMaxConcurrent = 4
+	DefaultQueueWait     = 2 * time.Second
+)
 
 type handler struct {
 	st   *store.Store
 	opts Options
 	why  why.Builder
+	// slots holds a token per request being answered (see MaxConcurrent).
+	slots chan struct{}
 }
 
 // Register mounts the API under /api/v1 on r. Only GET (and HEAD) are
@@ -79,11 +102,18 @@ func Register(r *gin.Engine, st *store.Store, opts Options) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	h := &handler{st: st, opts: opts, why: why.Builder{Store: st, Threshold: opts.IdleThreshold, Now: opts.Now}}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.QueueWait <= 0 {
+		opts.QueueWait = DefaultQueueWait
+	}
+	h := &handler{st: st, opts: opts, why: why.Builder{Store: st, Threshold: opts.IdleThreshold, Now: opts.Now},
+		slots: make(chan struct{}, opts.MaxConcurrent)}
 	r.HandleMethodNotAllowed = true
-	g := r.Group("/api/v1", h.authorize)
+	r.GET("/api/v1/openapi.yaml", h.authorize, func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", OpenAPI) })
+	g := r.Group("/api/v1", h.authorize, h.checkQuery, h.admit)
 	for path, fn := range map[string]gin.HandlerFunc{
-		"/openapi.yaml":  func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", OpenAPI) },
 		"/idle":          h.idle,
 		"/idle/groups":   h.idleGroups,
 		"/idle/heatmap":  h.idleHeatmap,
@@ -114,22 +144,93 @@ func NewRouter(st *store.Store, opts Options) http.Handler {
 	return r
 }
 
+// NotFound answers a path under /api/v1 that the API does not serve; the
+// collector routes unknown /api/ paths here rather than to the dashboard.
+func NotFound(c *gin.Context) {
+	c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": fmt.Sprintf("path %s: no such API endpoint (see /api/v1/openapi.yaml)", c.Request.URL.Path)})
+}
+
 func (h *handler) authorize(c *gin.Context) {
 	if h.opts.Token == "" && h.opts.AuthHeader == "" {
 		return
 	}
-	if h.opts.AuthHeader != "" && c.GetHeader(h.opts.AuthHeader) != "" {
+	if h.opts.AuthHeader != "" && c.GetHeader(h.opts.AuthHeader) != "" && h.fromTrustedProxy(c) {
 		return
 	}
 	if h.opts.Token != "" {
-		got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-		if ok && subtle.ConstantTimeCompare([]byte(got), []byte(h.opts.Token)) == 1 {
+		// The scheme is case-insensitive (RFC 9110 section 11.1).
+		scheme, got, ok := strings.Cut(c.GetHeader("Authorization"), " ")
+		if ok && strings.EqualFold(scheme, "Bearer") &&
+			subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.opts.Token)) == 1 {
 			return
 		}
 	}
 	c.Header("WWW-Authenticate", `Bearer realm="schedloop"`)
 	c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": "authentication required: send Authorization: Bearer <token>" +
 		map[bool]string{true: " or come through the authenticating proxy", false: ""}[h.opts.AuthHeader != ""]})
+}
+
+// fromTrustedProxy says the request came straight from an address in
+// TrustedProxies: only the authenticating proxy may vouch for a user with
+// AuthHeader, not any client that sends the header itself.
+func (h *handler) fromTrustedProxy(c *gin.Context) bool {
+	host, _, err := net.SplitHostPort(c.Request.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range h.opts.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxQueryParams is Go's own limit on query parameters (net/url): past it
+// URL.Query() silently returns nothing, and a request would be answered
+// with its filters dropped.
+const maxQueryParams = 10_000
+
+// checkQuery refuses a query string that does not parse, rather than
+// answering as if it had no parameters.
+func (h *handler) checkQuery(c *gin.Context) {
+	if _, err := url.ParseQuery(c.Request.URL.RawQuery); err != nil {
+		if n := strings.Count(c.Request.URL.RawQuery, "&") + strings.Count(c.Request.URL.RawQuery, ";") + 1; n > maxQueryParams {
+			err = fmt.Errorf("%d parameters, over the %d this API reads", n, maxQueryParams)
+		}
+		c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": fmt.Sprintf("query string: %v", err)})
+	}
+}
+
+// admit holds one of MaxConcurrent places while the request is answered,
+// waiting QueueWait at most: a read storm queues briefly, then is told to
+// come back, and neither the pool ingest writes through nor the process's
+// memory is taken by it.
+func (h *handler) admit(c *gin.Context) {
+	t := time.NewTimer(h.opts.QueueWait)
+	defer t.Stop()
+	select {
+	case h.slots <- struct{}{}:
+	case <-t.C:
+		h.busy(c, fmt.Sprintf("%d requests are being answered, the most at once; try again shortly", h.opts.MaxConcurrent))
+		return
+	case <-c.Request.Context().Done():
+		c.Abort()
+		return
+	}
+	defer func() { <-h.slots }()
+	c.Next()
+}
+
+// busy answers 503 with Retry-After: the request was fine, the moment was not.
+func (h *handler) busy(c *gin.Context, why string) {
+	c.Header("Retry-After", strconv.Itoa(max(1, int(h.opts.QueueWait.Seconds()))))
+	c.AbortWithStatusJSON(http.StatusServiceUnavailable, gin.H{"error": why})
 }
 
 // query parses the common parameters or answers 400.
@@ -153,6 +254,11 @@ func (h *handler) fail(c *gin.Context, err error) {
 		c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": err.Error()})
 	case errors.Is(err, why.ErrNotFound), errors.Is(err, store.ErrNotFound):
 		c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": err.Error()})
+	case errors.Is(err, context.DeadlineExceeded) && c.Request.Context().Err() == nil:
+		// The database did not answer within Timeout: it is busy, and the
+		// same request may well be answered later.
+		h.opts.Log.Warn("api request timed out", "path", c.Request.URL.Path, "timeout", h.opts.Timeout)
+		h.busy(c, fmt.Sprintf("the database did not answer within %v; try again shortly", h.opts.Timeout))
 	default:
 		h.opts.Log.Error("api request failed", "path", c.Request.URL.Path, "err", err)
 		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": "reading the database failed; the collector's log says why"})
@@ -265,9 +371,18 @@ type heatRow struct {
 	GPUHours  []float64  `json:"gpu_hours"`
 }
 
+// maxHeatmapCells caps a heatmap answer (nodes × buckets): about 16 MB of
+// JSON at most, built by at most MaxConcurrent requests at once.
+const maxHeatmapCells = 200_000
+
 func (h *handler) idleHeatmap(c *gin.Context) {
 	q, ok := h.query(c)
 	if !ok {
+		return
+	}
+	if buckets := int(q.To.Sub(q.From) / q.Step.Duration()); buckets*q.Limit > maxHeatmapCells {
+		h.fail(c, perr("limit", strconv.Itoa(q.Limit), "times %d %s buckets is %d cells, over the %d a heatmap answers: use step=1d, a shorter range or a smaller limit",
+			buckets, q.StepName(), buckets*q.Limit, maxHeatmapCells))
 		return
 	}
 	ctx, cancel := h.ctx(c)
@@ -416,14 +531,18 @@ func (h *handler) search(c *gin.Context) {
 	if !ok {
 		return
 	}
-	text := c.Query("q")
+	text, kind := c.Query("q"), c.Query("kind")
 	if len(text) > 2*maxValueLen || !queryRE.MatchString(text) {
 		h.fail(c, perr("q", text, "is not a pod or job name, namespace/name or UID"))
 		return
 	}
+	if kind != "" && kind != "pod" && kind != "job" {
+		h.fail(c, perr("kind", kind, "is not pod or job"))
+		return
+	}
 	ctx, cancel := h.ctx(c)
 	defer cancel()
-	ms, err := h.st.FindWorkloads(ctx, text, q.Cursor, q.Limit+1)
+	ms, err := h.st.FindWorkloadsOfKind(ctx, kind, text, q.Cursor, q.Limit+1)
 	if err != nil {
 		h.fail(c, err)
 		return

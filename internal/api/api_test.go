@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -199,18 +200,26 @@ func TestAPIRefusesBadRequestsAndGuardsAccess(t *testing.T) {
 		t.Errorf("DELETE = %d, want 405 (read-only)", rec.Code)
 	}
 
-	guarded := api.NewRouter(st, api.Options{Token: "s3cret", AuthHeader: "X-Forwarded-User"})
+	// httptest requests come from 192.0.2.1: the proxy header is believed
+	// from there only when that address is a trusted proxy.
+	proxy := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	elsewhere := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	for _, tc := range []struct {
-		header map[string]string
-		want   int
+		proxies []netip.Prefix
+		header  map[string]string
+		want    int
 	}{
-		{nil, 401},
-		{map[string]string{"Authorization": "Bearer wrong"}, 401},
-		{map[string]string{"Authorization": "Bearer s3cret"}, 200},
-		{map[string]string{"X-Forwarded-User": "alice"}, 200},
+		{proxy, nil, 401},
+		{proxy, map[string]string{"Authorization": "Bearer wrong"}, 401},
+		{proxy, map[string]string{"Authorization": "Bearer s3cret"}, 200},
+		{proxy, map[string]string{"Authorization": "bearer s3cret"}, 200},
+		{proxy, map[string]string{"X-Forwarded-User": "alice"}, 200},
+		{elsewhere, map[string]string{"X-Forwarded-User": "alice"}, 401},
+		{nil, map[string]string{"X-Forwarded-User": "alice"}, 401},
 	} {
+		guarded := api.NewRouter(st, api.Options{Token: "s3cret", AuthHeader: "X-Forwarded-User", TrustedProxies: tc.proxies})
 		if code := get(t, guarded, "/api/v1/profiles", tc.header, nil); code != tc.want {
-			t.Errorf("headers %v: %d, want %d", tc.header, code, tc.want)
+			t.Errorf("proxies %v, headers %v: %d, want %d", tc.proxies, tc.header, code, tc.want)
 		}
 	}
 }

@@ -29,6 +29,9 @@ const (
 	maxValues    = 50
 	maxValueLen  = 253
 	maxCursorLen = 512
+	// maxRelative is the furthest back a relative time may reach (about
+	// as far back as the years 2000 to 2200 that RFC 3339 times may name).
+	maxRelative = 100 * 365 * 24 * time.Hour
 )
 
 // Query is a parsed dashboard request.
@@ -146,6 +149,9 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 				return q, perr("node_label", kv, "asks for label %s twice with different values", key)
 			}
 			q.NodeLabels[key] = val
+			if len(q.NodeLabels) > maxValues {
+				return q, perr("node_label", kv, "makes %d labels, over %d", len(q.NodeLabels), maxValues)
+			}
 		}
 	}
 	if g := v.Get("group_by"); g != "" {
@@ -221,6 +227,11 @@ func parseTime(param, s string, now, def time.Time) (time.Time, error) {
 	if m := relativeRE.FindStringSubmatch(s); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		unit := map[string]time.Duration{"m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[m[2]]
+		// 999999d is past what a Duration holds; multiplying would wrap
+		// around to a time after now.
+		if time.Duration(n) > maxRelative/unit {
+			return time.Time{}, perr(param, s, "reaches back more than %d days", int(maxRelative.Hours()/24))
+		}
 		return now.Add(-time.Duration(n) * unit), nil
 	}
 	t, err := time.Parse(time.RFC3339, s)

@@ -5,10 +5,13 @@ package dbflags
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/schedloop/schedloop/internal/store"
 )
@@ -49,18 +52,70 @@ func (c *Config) Open(ctx context.Context, log io.Writer) (*store.Store, error) 
 	if err != nil {
 		return nil, err
 	}
-	if !c.Migrate {
-		if err := s.RequireCurrentSchema(ctx); err != nil {
-			s.Close()
-			return nil, err
-		}
-		return s, nil
-	}
-	st, err := s.Migrate(ctx)
-	if err != nil {
+	if err := c.prepare(ctx, s, log); err != nil {
 		s.Close()
 		return nil, err
 	}
-	fmt.Fprintf(log, "database schema at migration %d (latest known %d)\n", st.Current, st.Latest)
 	return s, nil
+}
+
+// OpenLater is Open for a service that must start while Postgres is away:
+// when nothing answers, it returns a store that connects on first use, and
+// brings the schema up to date (or checks it) in the background once
+// Postgres answers; ready is closed then. Until that, the store's callers
+// see errors and retry, as they do when Postgres goes away later. Any other
+// failure (a refused password, a newer schema) is returned as from Open.
+func (c *Config) OpenLater(ctx context.Context, log io.Writer) (s *store.Store, ready <-chan struct{}, err error) {
+	done := make(chan struct{})
+	s, err = c.Open(ctx, log)
+	if err == nil {
+		close(done)
+		return s, done, nil
+	}
+	if !errors.Is(err, store.ErrUnreachable) {
+		return nil, nil, err
+	}
+	fmt.Fprintf(log, "%v\nstarting anyway; the schema is prepared once Postgres answers\n", err)
+	if s, err = store.Open(ctx, c.URL, store.Options{ConnectTimeout: c.ConnectTimeout, Lazy: true}); err != nil {
+		return nil, nil, err
+	}
+	go func() {
+		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 30 * time.Second}
+		last := ""
+		for {
+			err := c.prepare(ctx, s, log)
+			if err == nil {
+				close(done)
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if err.Error() != last {
+				last = err.Error()
+				fmt.Fprintf(log, "schema not prepared yet, retrying: %v\n", err)
+			}
+			t := time.NewTimer(backoff.Step())
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s, done, nil
+}
+
+// prepare migrates the schema or, with -migrate=false, insists it is current.
+func (c *Config) prepare(ctx context.Context, s *store.Store, log io.Writer) error {
+	if !c.Migrate {
+		return s.RequireCurrentSchema(ctx)
+	}
+	st, err := s.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "database schema at migration %d (latest known %d)\n", st.Current, st.Latest)
+	return nil
 }

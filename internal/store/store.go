@@ -29,6 +29,9 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// StatementTimeout bounds each query on the server; 0 leaves the server default.
 	StatementTimeout time.Duration
+	// Lazy skips the connection check: the pool connects on first use, for
+	// a service that must start while Postgres is away.
+	Lazy bool
 }
 
 // Store wraps a connection pool.
@@ -62,6 +65,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create connection pool for %s: %w", describe(cfg.ConnConfig.Config), err)
+	}
+	if opts.Lazy {
+		return &Store{pool: pool, partitions: newPartitionCache()}, nil
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -32,6 +32,12 @@ type Match struct {
 // for each query (customPlan), the prefix becomes a range scan of the name
 // pattern indexes; a generic plan would read every pod.
 func (s *Store) FindWorkloads(ctx context.Context, query, afterKey string, limit int) ([]Match, error) {
+	return s.FindWorkloadsOfKind(ctx, "", query, afterKey, limit)
+}
+
+// FindWorkloadsOfKind is FindWorkloads of only pods (kind "pod") or only
+// jobs ("job"); "" finds both.
+func (s *Store) FindWorkloadsOfKind(ctx context.Context, kind, query, afterKey string, limit int) ([]Match, error) {
 	ns, name, hasNS := strings.Cut(query, "/")
 	if !hasNS {
 		ns, name = "", query
@@ -45,9 +51,9 @@ func (s *Store) FindWorkloads(ctx context.Context, query, afterKey string, limit
 		    SELECT 'pod', uid, namespace, name, phase, created_at FROM pods
 		    WHERE uid = $1 OR (($2 = '' OR namespace = $2) AND name LIKE $3)
 		) m
-		WHERE kind || '/' || namespace || '/' || name || '/' || uid > $4
+		WHERE kind || '/' || namespace || '/' || name || '/' || uid > $4 AND ($6 = '' OR kind = $6)
 		ORDER BY kind || '/' || namespace || '/' || name || '/' || uid
-		LIMIT $5`, customPlan, query, ns, prefix, afterKey, limit)
+		LIMIT $5`, customPlan, query, ns, prefix, afterKey, limit, kind)
 	if err != nil {
 		return nil, fmt.Errorf("search pods and jobs for %q: %w", query, err)
 	}
