@@ -93,8 +93,15 @@ func TestComposeFileIsComplete(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Contains(c.Services["collector"].Ports, "8080:8080") {
-		t.Error("collector: dashboard port 8080 not published")
+	if !slices.Contains(c.Services["collector"].Ports, "127.0.0.1:8080:8080") {
+		t.Errorf("collector: ports %v, want the dashboard's 8080 published on the loopback only", c.Services["collector"].Ports)
+	}
+	for name, svc := range c.Services {
+		for _, p := range svc.Ports {
+			if !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("%s: port %s is published on every interface", name, p)
+			}
+		}
 	}
 	if c.Services["tuner"].DependsOn["collector"].Condition != "service_healthy" {
 		t.Error("tuner: must wait for the collector, which applies the schema")

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -333,6 +334,25 @@ func TestRBACCoversWhatEachComponentCalls(t *testing.T) {
 			}
 		}
 	}
+	// Nor more: a verb no call needs is a grant an attacker holding the
+	// token would get for free.
+	for sa, gs := range grants {
+		for _, g := range gs {
+			for _, r := range g.rules {
+				for _, group := range r.APIGroups {
+					for _, res := range r.Resources {
+						for _, verb := range r.Verbs {
+							if !slices.ContainsFunc(needs[sa], func(n need) bool {
+								return n.group == group && n.resource == res && n.verb == verb
+							}) {
+								t.Errorf("%s is granted %s on %s %q, which no call of its code needs", sa, verb, res, group)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
 	for _, want := range []string{"system:kube-scheduler", "system:volume-scheduler", "extension-apiserver-authentication-reader"} {
 		if !slices.Contains(systemRoles["schedloop-scheduler"], want) {
 			t.Errorf("schedloop-scheduler is not bound to %s", want)
@@ -348,4 +368,58 @@ func covers(r rbacv1.PolicyRule, n need) bool {
 		return false
 	}
 	return len(r.ResourceNames) == 0 || (n.name != "" && slices.Contains(r.ResourceNames, n.name))
+}
+
+// TestSecureByDefault: the collector's API takes its token from a Secret the
+// manifests ship, and NetworkPolicies deny ingress to schedloop's pods but
+// for the collector's port.
+func TestSecureByDefault(t *testing.T) {
+	var secrets []string
+	var collector *appsv1.Deployment
+	var policies []*networkingv1.NetworkPolicy
+	for _, d := range decodeAll(t) {
+		switch o := d.obj.(type) {
+		case *corev1.Secret:
+			secrets = append(secrets, o.Name)
+		case *appsv1.Deployment:
+			if o.Name == "schedloop-collector" {
+				collector = o
+			}
+		case *networkingv1.NetworkPolicy:
+			policies = append(policies, o)
+		}
+	}
+	if collector == nil {
+		t.Fatal("no collector Deployment")
+	}
+	token := ""
+	for _, e := range collector.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "SCHEDLOOP_API_TOKEN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			token = e.ValueFrom.SecretKeyRef.Name
+		}
+	}
+	if token == "" || !slices.Contains(secrets, token) {
+		t.Errorf("collector's SCHEDLOOP_API_TOKEN comes from Secret %q; shipped Secrets: %v", token, secrets)
+	}
+	denyAll, collectorOnly := false, false
+	for _, p := range policies {
+		if p.Namespace != "schedloop-system" {
+			continue
+		}
+		if len(p.Spec.PodSelector.MatchLabels) == 0 && len(p.Spec.Ingress) == 0 && slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+			denyAll = true
+		}
+		if p.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] == "schedloop-collector" {
+			for _, in := range p.Spec.Ingress {
+				for _, port := range in.Ports {
+					if port.Port != nil && port.Port.IntValue() == 8080 {
+						collectorOnly = true
+					}
+				}
+			}
+		}
+	}
+	if !denyAll || !collectorOnly {
+		t.Errorf("NetworkPolicies: default deny %v, collector port 8080 allowed %v; want both", denyAll, collectorOnly)
+	}
 }

@@ -25,6 +25,8 @@ func TestCollectFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"serve", "-auth-header", "X-Forwarded-User"}, `flag -auth-header "X-Forwarded-User": needs -auth-trusted-proxies`},
 		{[]string{"serve", "-auth-header", "X-Forwarded-User", "-auth-trusted-proxies", "10.0.0.0/33"}, `"10.0.0.0/33" is not a CIDR prefix`},
 		{[]string{"serve", "-api-max-concurrent", "0"}, "flag -api-max-concurrent 0"},
+		// The shipped Secret's placeholder is refused.
+		{[]string{"serve", "-api-token", "CHANGE-ME"}, "flag -api-token (env SCHEDLOOP_API_TOKEN): a 9-character token is guessable"},
 	}
 	for _, tc := range tests {
 		err := run(context.Background(), tc.args, env(url), io.Discard, io.Discard)

@@ -51,7 +51,7 @@ type apiConfig struct {
 func registerAPIFlags(fs *flag.FlagSet, getenv func(string) string) *apiConfig {
 	o := &apiConfig{}
 	fs.StringVar(&o.Token, "api-token", getenv("SCHEDLOOP_API_TOKEN"),
-		"when set, /api/v1 requires \"Authorization: Bearer <token>\" (env SCHEDLOOP_API_TOKEN); empty: open, read-only")
+		"when set, /api/v1 requires \"Authorization: Bearer <token>\" (env SCHEDLOOP_API_TOKEN; 16 characters or more); empty: open, read-only")
 	fs.StringVar(&o.AuthHeader, "auth-header", "",
 		"trust requests carrying this header, set by an authenticating reverse proxy (e.g. X-Forwarded-User); needs -auth-trusted-proxies")
 	fs.Var(&o.trusted, "auth-trusted-proxies",
@@ -65,8 +65,15 @@ func registerAPIFlags(fs *flag.FlagSet, getenv func(string) string) *apiConfig {
 	return o
 }
 
+// minTokenLen is the shortest API token accepted: the shipped Secret's
+// placeholder, or any word a person types, is refused.
+const minTokenLen = 16
+
 func (o *apiConfig) validate() error {
 	switch {
+	case o.Token != "" && len(o.Token) < minTokenLen:
+		return fmt.Errorf("flag -api-token (env SCHEDLOOP_API_TOKEN): a %d-character token is guessable: use %d or more random characters (openssl rand -hex 32)",
+			len(o.Token), minTokenLen)
 	case o.AuthHeader != "" && len(o.trusted) == 0:
 		return fmt.Errorf("flag -auth-header %q: needs -auth-trusted-proxies, the addresses of the proxy that sets it (any client could send the header itself)", o.AuthHeader)
 	case o.MaxConcurrent <= 0:
