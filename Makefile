@@ -16,7 +16,7 @@ FUZZTIME    ?= 20s
 
 export DATABASE_URL
 
-.PHONY: help build test lint bench web fgd-table fuzz postgres postgres-stop demo demo-db demo-smoke clean
+.PHONY: help build test lint bench web eval fgd-table fuzz postgres postgres-stop demo demo-db demo-smoke clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -52,6 +52,10 @@ TRACES ?= ../shared/traces
 
 fgd-table: ## reproduce the FGD paper's experiment on the Alibaba openb traces and print ours beside the paper's
 	$(GO) run ./cmd/tuner fgd-table -trace-dir $(TRACES)/alibaba-gpu-2023 -seeds 42-51
+
+eval: ## the Helios queueing experiment on Philly (needs ../shared/traces): FIFO, SJF, schedloop default and tuned, beside the published figures
+	$(GO) run ./cmd/tuner helios-table -trace-dir $(TRACES) -bench
+	$(GO) run ./cmd/tuner helios-table -trace-dir $(TRACES) -load 3 -policies fifo,sjf,default,tuned,hp
 
 fuzz: ## run each fuzz target for FUZZTIME
 	@for pkg in $$($(GO) list ./...); do \

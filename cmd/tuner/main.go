@@ -25,6 +25,7 @@ Usage:
   tuner explain <profile>     what a stored profile changed and why, with the numbers
   tuner import [flags]        load a public trace (openb, Philly, job CSV/YAML) and its inventory into the database
   tuner fgd-table [flags]     reproduce the FGD paper's allocation experiment on the openb traces
+  tuner helios-table [flags]  reproduce the Helios queueing experiment on Philly, beside schedloop's order policies
   tuner profiles [flags]      list stored profiles, newest first, with their status
   tuner help                  show this text
 
@@ -32,12 +33,13 @@ Run "tuner <command> -h" for a command's flags.
 `
 
 var run = cli.Subcommands(usage, map[string]cli.RunFunc{
-	"profiles":  runProfiles,
-	"run":       runRun,
-	"loop":      runLoop,
-	"explain":   runExplain,
-	"import":    runImport,
-	"fgd-table": runFGDTable,
+	"profiles":     runProfiles,
+	"run":          runRun,
+	"loop":         runLoop,
+	"explain":      runExplain,
+	"import":       runImport,
+	"fgd-table":    runFGDTable,
+	"helios-table": runHeliosTable,
 })
 
 var statuses = []schedloop.ProfileStatus{schedloop.ProfileProposed, schedloop.ProfileApplied,

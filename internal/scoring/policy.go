@@ -60,16 +60,11 @@ var Policies = []Policy{PolicyFGD, PolicyBestFit, PolicyPacking, PolicyDotProd, 
 
 // ParsePolicy checks a policy name.
 func ParsePolicy(s string) (Policy, error) {
-	for _, p := range Policies {
-		if string(p) == s {
-			return p, nil
-		}
+	p, err := parseName(s, Policies)
+	if err != nil {
+		return "", fmt.Errorf("policy: %w", err)
 	}
-	names := make([]string, len(Policies))
-	for i, p := range Policies {
-		names[i] = string(p)
-	}
-	return "", fmt.Errorf("policy %q: want one of %s", s, strings.Join(names, ", "))
+	return p, nil
 }
 
 // Weights is the policy's score terms; nil for PolicyRandom.
@@ -124,4 +119,18 @@ func mix64(x uint64) uint64 {
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
+}
+
+// parseName finds s among the names of all, or says which names there are.
+func parseName[T ~string](s string, all []T) (T, error) {
+	for _, p := range all {
+		if string(p) == s {
+			return p, nil
+		}
+	}
+	names := make([]string, len(all))
+	for i, p := range all {
+		names[i] = string(p)
+	}
+	return "", fmt.Errorf("%q is not one of %s", s, strings.Join(names, ", "))
 }

@@ -104,11 +104,11 @@ func TestQueueAdmits(t *testing.T) {
 			t.Errorf("%s: QueueAdmits = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	keys := []QueueKey{{0, 5, "b", ""}, {10, 9, "z", ""}, {0, 5, "g2", "g2"}, {0, 5, "a", ""}, {0, 1, "c", ""},
-		{0, 5, "g1", "g1"}}
+	keys := []QueueKey{{Priority: 0, Created: 5, Name: "b", Gang: ""}, {Priority: 10, Created: 9, Name: "z", Gang: ""}, {Priority: 0, Created: 5, Name: "g2", Gang: "g2"}, {Priority: 0, Created: 5, Name: "a", Gang: ""}, {Priority: 0, Created: 1, Name: "c", Gang: ""},
+		{Priority: 0, Created: 5, Name: "g1", Gang: "g1"}}
 	// At one arrival, lone pods first, then gangs by key.
-	want := []QueueKey{{10, 9, "z", ""}, {0, 1, "c", ""}, {0, 5, "a", ""}, {0, 5, "b", ""}, {0, 5, "g1", "g1"},
-		{0, 5, "g2", "g2"}}
+	want := []QueueKey{{Priority: 10, Created: 9, Name: "z", Gang: ""}, {Priority: 0, Created: 1, Name: "c", Gang: ""}, {Priority: 0, Created: 5, Name: "a", Gang: ""}, {Priority: 0, Created: 5, Name: "b", Gang: ""}, {Priority: 0, Created: 5, Name: "g1", Gang: "g1"},
+		{Priority: 0, Created: 5, Name: "g2", Gang: "g2"}}
 	for i := range keys {
 		for j := i + 1; j < len(keys); j++ {
 			if CompareQueueKeys(keys[j], keys[i]) < 0 {

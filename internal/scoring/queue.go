@@ -72,6 +72,12 @@ type QueueKey struct {
 	// Gang identifies the gang ("namespace/pod-group" live, the job's name
 	// in the simulator); empty for a lone pod.
 	Gang string
+	// Service is the job's predicted service (PredictedService), the key
+	// of OrderShortestService.
+	Service float64
+	// Attained is the attained service of the job's queue when the order
+	// is taken, the key of OrderLeastAttained.
+	Attained float64
 }
 
 // CompareQueueKeys is negative when a is tried before b: higher priority,

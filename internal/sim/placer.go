@@ -29,6 +29,9 @@ type placer struct {
 	// current on every change, and fragSum their total.
 	frag    []float64
 	fragSum float64
+	// admit, while set, limits the next placements to the nodes it admits
+	// (a reservation's backfill rule).
+	admit func(i int) bool
 }
 
 type cached struct {
@@ -67,7 +70,10 @@ func (p *placer) shape(key string) int {
 // pick chooses a node for one pod (pod identifies it to the random policy).
 func (p *placer) pick(r scoring.Request, shape int, pod uint64) (int, []int) {
 	if p.random {
-		return scoring.SelectNode(p.nodes, r, func(_ int, n *scoring.Node) (float64, []int) {
+		return scoring.SelectNode(p.nodes, r, func(i int, n *scoring.Node) (float64, []int) {
+			if p.admit != nil && !p.admit(i) {
+				return -1, nil
+			}
 			// 53 bits of the rank are exact in a float64.
 			return float64(scoring.RandomRank(p.seed, pod, n.Name) >> 11), scoring.RandomDevices(n, r, p.seed, pod)
 		})
@@ -77,6 +83,9 @@ func (p *placer) pick(r scoring.Request, shape int, pod uint64) (int, []int) {
 	}
 	row := p.cache[shape]
 	score := func(i int, n *scoring.Node) (float64, []int) {
+		if p.admit != nil && !p.admit(i) {
+			return -1, nil
+		}
 		if e := row[i]; e.gen == p.gen[i]+1 {
 			return e.score, e.devices
 		}
@@ -122,11 +131,41 @@ func (p *placer) placeGang(r scoring.Request, members int, pod uint64) ([]scorin
 		}
 		return allocs, idx, true
 	}
-	allocs, idx, ok := scoring.PlaceGang(p.nodes, r, members, p.depth, p.maxLevel, p.scorer)
-	for _, i := range idx {
+	nodes, ids := p.nodes, []int(nil)
+	if p.admit != nil {
+		nodes = nil
+		for i, n := range p.nodes {
+			if p.admit(i) {
+				nodes, ids = append(nodes, n), append(ids, i)
+			}
+		}
+	}
+	allocs, idx, ok := scoring.PlaceGang(nodes, r, members, p.depth, p.maxLevel, p.scorer)
+	for k, i := range idx {
+		if ids != nil {
+			i = ids[i]
+			idx[k] = i
+		}
 		p.changed(i)
 	}
 	return allocs, idx, ok
+}
+
+// trialPlace places members pods shaped r on trial nodes (a copy of the
+// cluster's, indexed alike) as placeOne and placeGang would, for planning.
+func (p *placer) trialPlace(trial []*scoring.Node, r scoring.Request, members int) ([]scoring.Allocation, []int, bool) {
+	if members == 1 {
+		i, devices := scoring.SelectNode(trial, r, func(_ int, n *scoring.Node) (float64, []int) { return p.scorer.Score(n, r) })
+		if i < 0 {
+			return nil, nil, false
+		}
+		a, err := trial[i].Allocate(r, devices)
+		if err != nil {
+			return nil, nil, false
+		}
+		return []scoring.Allocation{a}, []int{i}, true
+	}
+	return scoring.PlaceGang(trial, r, members, p.depth, p.maxLevel, p.scorer)
 }
 
 // placePartial places as many of members pods as fit, one at a time, the

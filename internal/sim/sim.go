@@ -40,6 +40,24 @@ type Config struct {
 	// with); 100 scores every node. Clusters under 100 nodes are always
 	// scored whole.
 	PercentageOfNodesToScore int
+	// NoBackfill stops each scheduling pass at the first job that cannot
+	// start: no later job starts before it, whatever it would fit. It is
+	// the rule of the reference policies of published experiments (FIFO
+	// and SJF without backfill), not one a profile sets, and it overrides
+	// Params.Reservation.
+	NoBackfill bool
+	// Predictor predicts each job's run time at its arrival and learns from
+	// each job that finishes, so a replay orders and reserves by what was
+	// known at the time. Nil uses each Job's Predicted.
+	Predictor Predictor
+}
+
+// Predictor predicts run times from what a replay has seen so far.
+type Predictor interface {
+	// Predict is j's expected run time when it arrives at now.
+	Predict(j *Job, now time.Duration) time.Duration
+	// Observe hears that j ran for ran and ended at now.
+	Observe(j *Job, ran, now time.Duration)
 }
 
 // Outcome is what happened to one job.
@@ -48,6 +66,8 @@ type Outcome struct {
 	Start, End  time.Duration
 	Preemptions int
 	Nodes       []string
+	// Predicted is the run time predicted when the job arrived.
+	Predicted time.Duration
 }
 
 // State is where a job ended the replay.
@@ -110,6 +130,8 @@ type jobState struct {
 	counted bool  // queue usage holds this job
 	placed  []string
 	preempt int
+	// predicted is the run time predicted at arrival.
+	predicted time.Duration
 }
 
 const (
@@ -175,6 +197,9 @@ type replay struct {
 	idleWait, allocIdle, total float64
 	fragInt                    float64
 	preemptions                int
+
+	// attained is each queue's attained service (least-attained order).
+	attained map[string]*scoring.AttainedService
 }
 
 // Run replays jobs on a copy of c under cfg. It is deterministic: the same
@@ -191,6 +216,7 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 			return Result{}, fmt.Errorf("replay: %w", err)
 		}
 	}
+
 	cl := c.Clone()
 	s := scoring.Scorer{Weights: weights, Workload: cfg.Workload}
 	if s.Workload == nil && weights[scoring.TermFragmentation] > 0 {
@@ -198,7 +224,7 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 	}
 	r := &replay{cfg: cfg, p: newPlacer(cl, s, cfg.Policy == scoring.PolicyRandom, cfg.Seed, -1, cfg.PercentageOfNodesToScore),
 		capacity: cl.GPUMilli(), usage: map[string]scoring.QueueUsage{}, onNode: make([][]podRef, len(cl.Nodes)),
-		emptyCap: map[string]int{}}
+		emptyCap: map[string]int{}, attained: map[string]*scoring.AttainedService{}}
 	for i, j := range jobs {
 		if i == 0 || j.Priority < r.lowest {
 			r.lowest = j.Priority
@@ -290,6 +316,11 @@ func (r *replay) handle(e event) {
 		if js.status == never {
 			return
 		}
+		js.predicted = js.job.Predicted
+		if r.cfg.Predictor != nil {
+			js.predicted = r.cfg.Predictor.Predict(js.job, e.at)
+		}
+		js.key.Service = scoring.PredictedService(js.predicted, js.job.DemandMilli())
 		r.enqueue(js)
 	case evDepart:
 		if js.status != running || e.epoch != js.epoch {
@@ -297,6 +328,9 @@ func (r *replay) handle(e event) {
 		}
 		r.stop(js)
 		js.status, js.end = finished, e.at
+		if r.cfg.Predictor != nil {
+			r.cfg.Predictor.Observe(js.job, e.at-js.start, e.at)
+		}
 	case evTimeout:
 		if js.status != reserving || e.epoch != js.epoch {
 			return
@@ -310,7 +344,7 @@ func (r *replay) handle(e event) {
 func (r *replay) enqueue(js *jobState) {
 	js.status = waiting
 	r.waiting += js.job.DemandMilli()
-	i, _ := slices.BinarySearchFunc(r.pending, js, func(a, b *jobState) int { return scoring.CompareQueueKeys(a.key, b.key) })
+	i, _ := slices.BinarySearchFunc(r.pending, js, r.compare(js.job.Arrival))
 	r.pending = slices.Insert(r.pending, i, js)
 }
 
@@ -325,6 +359,7 @@ func (r *replay) stop(js *jobState) {
 	}
 	r.allocated -= per * int64(len(js.allocs))
 	r.busy -= float64(per*int64(len(js.allocs))) * js.job.Util
+	r.account(js, r.last, -float64(js.job.DemandMilli())/scoring.MilliPerGPU)
 	js.allocs, js.nodeIdx = nil, nil
 	r.uncount(js)
 	r.gen++
@@ -387,28 +422,132 @@ func (r *replay) schedule(t time.Duration) {
 	if len(r.pending) == 0 {
 		return
 	}
+	if r.cfg.DynamicOrder() {
+		r.refreshAttained(t)
+		slices.SortStableFunc(r.pending, r.compare(t))
+	}
 	failed := &shapeMemo{gen: r.gen, shapes: map[int]bool{}, gangs: map[int]int{}}
+	// Under a reservation a job may use the reserved nodes or not depending
+	// on its predicted end, so failures are remembered for each case apart.
+	var underRes [2]*shapeMemo
+	var res *scoring.Reservation
+	planned, blocked := false, false
+	// fail is called for each job that cannot start now, in order.
+	fail := func(js *jobState) {
+		if r.cfg.NoBackfill {
+			blocked = true
+			return
+		}
+		if !planned && r.cfg.WantsReservation(int64(js.job.Arrival), int64(t)) {
+			planned = true
+			if rr, ok := r.planReservation(js, t); ok {
+				res = &rr
+				for k := range underRes {
+					underRes[k] = &shapeMemo{gen: r.gen, shapes: map[int]bool{}, gangs: map[int]int{}}
+				}
+			}
+		}
+	}
 	queue := r.pending
 	r.pending = nil
 	keep := queue[:0:0]
 	for _, js := range queue {
-		if js.tried == r.gen {
+		if blocked || js.tried == r.gen {
 			keep = append(keep, js)
+			if !blocked {
+				fail(js)
+			}
 			continue
 		}
-		if r.try(js, t, failed) {
+		memo := failed
+		if res != nil {
+			end := int64(t + js.predicted)
+			before := 0
+			if end <= res.Start {
+				before = 1
+			}
+			memo = underRes[before]
+			r.p.admit = func(i int) bool { return res.Admits(i, end) }
+		}
+		started := r.try(js, t, memo)
+		r.p.admit = nil
+		if started {
 			continue
 		}
-		js.tried = r.gen
+		if res == nil {
+			// Without a reservation's restriction the failure holds until
+			// something is released.
+			js.tried = r.gen
+		}
 		if r.cfg.Preemption && js.job.Members == 1 && js.status == waiting && js.job.Priority > r.lowest && r.preempt(js, t) {
 			continue
 		}
 		keep = append(keep, js)
+		fail(js)
 	}
 	// Preempted jobs were collected in r.pending; they rejoin in order.
 	keep = append(keep, r.pending...)
-	slices.SortStableFunc(keep, func(a, b *jobState) int { return scoring.CompareQueueKeys(a.key, b.key) })
+	slices.SortStableFunc(keep, r.compare(t))
 	r.pending = keep
+}
+
+// compare orders waiting jobs at t (scoring.CompareOrder).
+func (r *replay) compare(t time.Duration) func(a, b *jobState) int {
+	return func(a, b *jobState) int { return scoring.CompareOrder(r.cfg.Params, int64(t), a.key, b.key) }
+}
+
+// refreshAttained gives each waiting job its queue's attained service at t.
+func (r *replay) refreshAttained(t time.Duration) {
+	if r.cfg.Order != scoring.OrderFairShare {
+		return
+	}
+	hl := scoring.DefaultAttainedHalfLife
+	for _, js := range r.pending {
+		if a := r.attained[js.job.Queue]; a != nil {
+			js.key.Attained = a.Attained(int64(t), hl)
+		} else {
+			js.key.Attained = 0
+		}
+	}
+}
+
+// account moves js's queue's attained service to t, adding gpus running.
+func (r *replay) account(js *jobState, t time.Duration, gpus float64) {
+	if r.cfg.Order != scoring.OrderFairShare {
+		return
+	}
+	a := r.attained[js.job.Queue]
+	if a == nil {
+		a = &scoring.AttainedService{At: int64(t)}
+		r.attained[js.job.Queue] = a
+	}
+	a.Advance(int64(t), scoring.DefaultAttainedHalfLife, gpus)
+}
+
+// planReservation reserves for js from the predicted ends of the running
+// jobs (scoring.PlanReservation), placing it on each trial cluster the way
+// try would.
+func (r *replay) planReservation(js *jobState, t time.Duration) (scoring.Reservation, bool) {
+	var running []scoring.Ending
+	seen := map[*jobState]bool{}
+	for _, refs := range r.onNode {
+		for _, ref := range refs {
+			o := ref.js
+			if seen[o] {
+				continue
+			}
+			seen[o] = true
+			running = append(running, scoring.Ending{Nodes: o.nodeIdx, Allocs: o.allocs, End: int64(o.start + o.predicted)})
+		}
+	}
+	j := js.job
+	return scoring.PlanReservation(r.p.nodes, running, int64(t), func(trial []*scoring.Node) []int {
+		_, idx, ok := r.p.trialPlace(trial, j.Request, j.Members)
+		if !ok {
+			return nil
+		}
+		return idx
+	})
 }
 
 // shapeMemo remembers, for release generation gen, the lone-pod shapes
@@ -524,6 +663,7 @@ func (r *replay) begin(js *jobState, t time.Duration) {
 	per := r.member(js)
 	r.allocated += per * int64(len(js.allocs))
 	r.busy += float64(per*int64(len(js.allocs))) * js.job.Util
+	r.account(js, t, float64(js.job.DemandMilli())/scoring.MilliPerGPU)
 	for k, i := range js.nodeIdx {
 		r.onNode[i] = append(r.onNode[i], podRef{js: js, member: k})
 	}
@@ -591,7 +731,7 @@ func (r *replay) result(states []*jobState) Result {
 	var jct, waits, hp []float64
 	var first, lastEnd time.Duration
 	for i, js := range states {
-		o := Outcome{Start: js.start, End: js.end, Preemptions: js.preempt}
+		o := Outcome{Start: js.start, End: js.end, Preemptions: js.preempt, Predicted: js.predicted}
 		switch js.status {
 		case finished:
 			o.State = Done

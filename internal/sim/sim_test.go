@@ -34,6 +34,19 @@ func starts(r Result) []time.Duration {
 	return out
 }
 
+// checkStarts replays jobs and compares their start times with want.
+func checkStarts(t *testing.T, c *Cluster, jobs []Job, cfg Config, want []time.Duration) Result {
+	t.Helper()
+	res, err := Run(c, jobs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := starts(res); !reflect.DeepEqual(got, want) {
+		t.Errorf("starts = %v, want %v", got, want)
+	}
+	return res
+}
+
 func TestReplaySemantics(t *testing.T) {
 	bin := scoring.Weights{scoring.TermBinPack: 1}
 	tests := []struct {
@@ -70,13 +83,7 @@ func TestReplaySemantics(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := Run(tc.c, tc.jobs, tc.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := starts(res); !reflect.DeepEqual(got, tc.starts) {
-				t.Errorf("starts = %v, want %v", got, tc.starts)
-			}
+			res := checkStarts(t, tc.c, tc.jobs, tc.cfg, tc.starts)
 			for i, o := range res.Jobs {
 				if o.State != Done {
 					t.Errorf("job %s ended %s", tc.jobs[i].Name, o.State)

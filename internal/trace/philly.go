@@ -25,9 +25,17 @@ const PhillyGPUsPerNode = 8
 //     of at most 8 GPUs that divide it evenly (16 -> 2x8, 12 -> 2x6).
 //   - Util is DefaultUtil; every job succeeds (the file has no final status).
 func ReadPhillyJobs(r io.Reader) ([]Job, error) {
+	jobs, _, err := ReadPhillyJobsEpoch(r)
+	return jobs, err
+}
+
+// ReadPhillyJobsEpoch is ReadPhillyJobs that also returns the submit time
+// Arrival counts from (the earliest in the file), for selecting jobs by
+// calendar date as published experiments do.
+func ReadPhillyJobsEpoch(r io.Reader) ([]Job, time.Time, error) {
 	t, err := newTable(r, "timestamp", "duration", "num_gpus", "cluster")
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	var (
 		jobs   []Job
@@ -37,25 +45,25 @@ func ReadPhillyJobs(r io.Reader) ([]Job, error) {
 	for row := 1; ; row++ {
 		ok, err := t.next()
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		if !ok {
 			break
 		}
 		ts, err := time.Parse(phillyTimeLayout, t.str("timestamp"))
 		if err != nil {
-			return nil, t.errf("timestamp", "%q is not a time like %q", t.str("timestamp"), phillyTimeLayout)
+			return nil, time.Time{}, t.errf("timestamp", "%q is not a time like %q", t.str("timestamp"), phillyTimeLayout)
 		}
 		dur, err := t.seconds("duration", 0)
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		n, err := t.intField("num_gpus", 0, 1<<16)
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		if n < 1 {
-			return nil, t.errf("num_gpus", "%d is below 1", n)
+			return nil, time.Time{}, t.errf("num_gpus", "%d is below 1", n)
 		}
 		members, per := SplitGang(n, PhillyGPUsPerNode)
 		if len(submit) == 0 || ts.Before(first) {
@@ -75,7 +83,7 @@ func ReadPhillyJobs(r io.Reader) ([]Job, error) {
 	for i := range jobs {
 		jobs[i].Arrival = submit[i].Sub(first)
 	}
-	return jobs, nil
+	return jobs, first, nil
 }
 
 // SplitGang splits a request for gpus GPUs into the fewest members of at

@@ -1,0 +1,107 @@
+package tuner
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/predict"
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/trace"
+)
+
+func TestReadHeliosVCs(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []HeliosVC
+		err      string
+	}{
+		{"published", "vc,node num\n6214e9,64\n7f04ca,32\n", []HeliosVC{{"6214e9", 64}, {"7f04ca", 32}}, ""},
+		{"wrong header", "vc,nodes\n6214e9,64\n", nil, "header"},
+		{"zero nodes", "vc,node num\n6214e9,0\n", nil, "field node num"},
+		{"not a number", "vc,node num\n6214e9,lots\n", nil, "field node num"},
+		{"empty name", "vc,node num\n,4\n", nil, "field vc"},
+		{"repeated", "vc,node num\na,4\na,4\n", nil, "repeated"},
+		{"ragged", "vc,node num\na,4,5\n", nil, "philly_vc.csv"},
+	}
+	for _, tc := range tests {
+		got, err := ReadHeliosVCs(strings.NewReader(tc.in))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want one with %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || len(got) != len(tc.want) {
+			t.Fatalf("%s: %v, %v", tc.name, got, err)
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: row %d = %+v, want %+v", tc.name, i, got[i], tc.want[i])
+			}
+		}
+	}
+}
+
+func FuzzReadHeliosVCs(f *testing.F) {
+	f.Add("vc,node num\n6214e9,64\n7f04ca,32\n")
+	f.Add("vc,node num\n")
+	f.Add("\"vc\",\"node num\"\nx,\"1\"\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		vcs, err := ReadHeliosVCs(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		for _, v := range vcs {
+			if v.Name == "" || v.Nodes < 1 {
+				t.Errorf("accepted %+v from %q", v, in)
+			}
+		}
+	})
+}
+
+// The experiment's machinery on the committed Philly slice (the first 300
+// jobs of the trace, 2017-10-07..09): the window keeps them, VCs outside
+// the list are dropped, and on a VC made small enough to queue, the SJF
+// oracle beats FIFO, and shortest predicted service with backfill does not
+// queue more than FIFO.
+func TestHeliosOnPhillySlice(t *testing.T) {
+	f, err := os.Open("../trace/testdata/philly/pollux_philly_head300.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tj, epoch, err := trace.ReadPhillyJobsEpoch(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewHeliosWorkload(tj, epoch, []HeliosVC{{"6214e9", 4}}, time.Date(2017, 10, 9, 12, 0, 0, 0, time.UTC), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(w.Jobs["6214e9"]); n != 284 || len(w.Jobs) != 1 {
+		t.Fatalf("selected %d jobs of 6214e9 in %d VCs, want 284 in 1", n, len(w.Jobs))
+	}
+	ctx := context.Background()
+	run := func(p HeliosPolicy) HeliosOutcome {
+		out, err := RunHelios(ctx, w, p, 0, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Jobs != 284 || out.Unfinished != 0 {
+			t.Fatalf("%s: %d jobs, %d unfinished", p.Name, out.Jobs, out.Unfinished)
+		}
+		return out
+	}
+	fifo, sjf := run(HeliosFIFO()), run(HeliosSJF())
+	tuned := run(SchedloopPolicy("tuned", HeliosSetting{Order: scoring.OrderShortestService}, predict.DefaultOptions()))
+	t.Logf("avg queue: fifo %.0f s, sjf %.0f s, shortest predicted service %.0f s", fifo.AvgQueue, sjf.AvgQueue, tuned.AvgQueue)
+	if fifo.AvgQueue <= 0 || !(sjf.AvgQueue < fifo.AvgQueue) {
+		t.Errorf("the slice must queue under FIFO and SJF must queue less: fifo %.0f s, sjf %.0f s", fifo.AvgQueue, sjf.AvgQueue)
+	}
+	if tuned.AvgQueue > fifo.AvgQueue {
+		t.Errorf("shortest predicted service with backfill queued %.0f s, FIFO %.0f s", tuned.AvgQueue, fifo.AvgQueue)
+	}
+}
