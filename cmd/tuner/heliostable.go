@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +16,9 @@ import (
 	"github.com/schedloop/schedloop/internal/trace"
 	"github.com/schedloop/schedloop/internal/tuner"
 )
+
+// heliosRows are the rows helios-table can run.
+var heliosRows = []string{"fifo", "sjf", "default", "tuned", "hp"}
 
 // highPriority is the priority the seeded rule gives one job in ten.
 const highPriority = 100
@@ -26,7 +30,7 @@ func runHeliosTable(ctx context.Context, args []string, _ func(string) string, s
 		"folder holding philly/pollux_philly.csv and helios-philly-results/philly_vc.csv")
 	split := fs.String("split", "2017-11-01", "UTC date ending the training part of the window (tuned settings are chosen on jobs submitted before it)")
 	seed := fs.Uint64("hp-seed", 1, "seed of the rule that marks one job in ten high priority")
-	policies := fs.String("policies", "fifo,sjf,default,tuned,hp", "rows to run")
+	policies := fs.String("policies", "fifo,sjf,default,tuned,hp", "rows to run: fifo and sjf (Helios's, no backfill), default (schedloop's default profile), tuned (the best setting on the training part), hp (tuned, one job in ten high priority, with preemption)")
 	workers := fs.Int("workers", 0, "VCs replayed at once (0: one per CPU)")
 	load := fs.Float64("load", 1, "divide every arrival by this (1..100): the same jobs in less time; 1 is the published experiment")
 	bench := fs.Bool("bench", false, "also print the headline numbers as BENCH lines")
@@ -77,7 +81,11 @@ func runHeliosTable(ctx context.Context, args []string, _ func(string) string, s
 	started := time.Now()
 	want := map[string]bool{}
 	for _, p := range strings.Split(*policies, ",") {
-		want[strings.TrimSpace(p)] = true
+		p = strings.TrimSpace(p)
+		if !slices.Contains(heliosRows, p) {
+			return fmt.Errorf("flag -policies: %q is not one of %s", p, strings.Join(heliosRows, ", "))
+		}
+		want[p] = true
 	}
 	runRow := func(p tuner.HeliosPolicy, hp int32) (tuner.HeliosOutcome, error) {
 		t0 := time.Now()

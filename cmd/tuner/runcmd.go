@@ -37,6 +37,7 @@ type tuneFlags struct {
 	jitter                           time.Duration
 	maxWeightDelta, maxQueueChange   float64
 	maxGangFactor, rollbackThreshold float64
+	headlineTolerance                float64
 	preemption                       bool
 	highPriority                     int
 	percentageOfNodesToScore         int
@@ -69,6 +70,7 @@ func registerTuneFlags(fs *flag.FlagSet, getenv func(string) string) *tuneFlags 
 	fs.Float64Var(&f.maxWeightDelta, "max-weight-delta", g.Bounds.MaxWeightDelta, "largest change of one term weight per tuning step")
 	fs.Float64Var(&f.maxQueueChange, "max-queue-change", g.Bounds.MaxQueueChange, "largest relative change of a queue's GPU limit per step")
 	fs.Float64Var(&f.maxGangFactor, "max-gang-timeout-factor", g.Bounds.MaxGangTimeoutFactor, "largest factor the gang timeout may grow or shrink by per step")
+	fs.Float64Var(&f.headlineTolerance, "headline-tolerance", g.HeadlineTolerance, "relative worsening of any headline number (GPU idle share, mean JCT, p95 JCT, high-priority p95 wait) on the held-out replays that stops a proposal, whatever the objective gains")
 	fs.Float64Var(&f.rollbackThreshold, "rollback-threshold", g.RollbackThreshold, "measured relative regression that rolls an applied profile back")
 	fs.BoolVar(&f.preemption, "preemption", true, "replay with priority preemption, as the scheduler's DefaultPreemption does")
 	fs.IntVar(&f.highPriority, "high-priority", 1, "jobs at or above this priority count as critical for the high-priority wait")
@@ -90,7 +92,7 @@ func (f *tuneFlags) validate() (tuner.Objective, tuner.Guardrails, error) {
 	if err != nil {
 		return nil, tuner.Guardrails{}, fmt.Errorf("flag -objective: %w", err)
 	}
-	g := tuner.Guardrails{Margin: f.margin, RollbackThreshold: f.rollbackThreshold, Bounds: tuner.Bounds{
+	g := tuner.Guardrails{Margin: f.margin, RollbackThreshold: f.rollbackThreshold, HeadlineTolerance: f.headlineTolerance, Bounds: tuner.Bounds{
 		MaxWeightDelta: f.maxWeightDelta, MaxQueueChange: f.maxQueueChange, MaxGangTimeoutFactor: f.maxGangFactor}}
 	switch {
 	case f.percentageOfNodesToScore < 0 || f.percentageOfNodesToScore > 100:

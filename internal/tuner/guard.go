@@ -1,6 +1,9 @@
 package tuner
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Guardrails decide whether a proposal may reach the scheduler and whether
 // an applied profile must be rolled back.
@@ -13,12 +16,21 @@ type Guardrails struct {
 	// RollbackThreshold is the measured relative regression, against the
 	// same length of time before the profile was applied, that rolls it back.
 	RollbackThreshold float64
+	// HeadlineTolerance is how much worse (relative, 0.02: 2%) any headline
+	// number may get on the held-out replays for a proposal to publish,
+	// whatever the weighted objective gains: a lower idle share must not be
+	// bought with a longer p95 JCT.
+	HeadlineTolerance float64
 }
 
-// DefaultGuardrails: a 2% held-out margin, DefaultBounds, roll back past a
-// 5% measured regression.
+// Headline are the product's numbers no proposal may worsen past the
+// tolerance, in the order a blocking one is named.
+var Headline = []Metric{MetricGPUIdle, MetricMeanJCT, MetricP95JCT, MetricHighPriorityWait}
+
+// DefaultGuardrails: a 2% held-out margin, no headline number more than 2%
+// worse, DefaultBounds, roll back past a 5% measured regression.
 func DefaultGuardrails() Guardrails {
-	return Guardrails{Margin: 0.02, Bounds: DefaultBounds(), RollbackThreshold: 0.05}
+	return Guardrails{Margin: 0.02, Bounds: DefaultBounds(), RollbackThreshold: 0.05, HeadlineTolerance: 0.02}
 }
 
 // Validate names the first field out of range.
@@ -26,6 +38,8 @@ func (g Guardrails) Validate() error {
 	switch {
 	case !(g.Margin >= 0 && g.Margin < 1):
 		return fmt.Errorf("guardrails: margin %v is outside [0, 1)", g.Margin)
+	case !(g.HeadlineTolerance >= 0 && g.HeadlineTolerance < 1):
+		return fmt.Errorf("guardrails: headline tolerance %v is outside [0, 1)", g.HeadlineTolerance)
 	case !(g.RollbackThreshold > 0 && g.RollbackThreshold < 1):
 		return fmt.Errorf("guardrails: rollback threshold %v is outside (0, 1)", g.RollbackThreshold)
 	case !(g.Bounds.MaxWeightDelta > 0):
@@ -45,12 +59,18 @@ type Decision struct {
 }
 
 // Decide judges a proposal by its held-out comparison with the current
-// profile: the mean gain must reach the margin and the 95% lower bound must
-// be above zero.
+// profile: the mean gain must reach the margin, the 95% lower bound must be
+// above zero, and no headline number may be worse by more than the
+// tolerance.
 func (g Guardrails) Decide(held Comparison, changed bool) Decision {
-	switch {
-	case !changed:
+	if !changed {
 		return Decision{false, "the search found nothing better than the current profile on the training days"}
+	}
+	if m, worse, ok := g.worsened(held); ok {
+		return Decision{false, fmt.Sprintf("%s is %.1f%% worse on the held-out replays (%.4g to %.4g), past the %.1f%% tolerance, although the objective gains %.1f%%",
+			m, 100*worse, held.Before[m], held.After[m], 100*g.HeadlineTolerance, 100*held.Gain)}
+	}
+	switch {
 	case held.Gain < g.Margin:
 		return Decision{false, fmt.Sprintf("held-out gain %.1f%% is below the %.1f%% margin", 100*held.Gain, 100*g.Margin)}
 	case held.Lower <= 0:
@@ -59,6 +79,20 @@ func (g Guardrails) Decide(held Comparison, changed bool) Decision {
 	}
 	return Decision{true, fmt.Sprintf("held-out gain %.1f%% (95%% lower bound %.1f%%, %d of %d replays better) beats the %.1f%% margin",
 		100*held.Gain, 100*held.Lower, held.Wins, len(held.Gains), 100*g.Margin)}
+}
+
+// worsened names the first headline number the proposal makes worse by more
+// than the tolerance, and by how much (relative to the current profile's,
+// or to the metric's floor when that is near zero, so noise around zero
+// blocks nothing).
+func (g Guardrails) worsened(held Comparison) (Metric, float64, bool) {
+	for _, m := range Headline {
+		before, after := held.Before[m], held.After[m]
+		if worse := (after - before) / math.Max(before, floors[m]); worse > g.HeadlineTolerance {
+			return m, worse, true
+		}
+	}
+	return "", 0, false
 }
 
 // Verdict is the outcome of checking an applied profile against what was

@@ -208,3 +208,34 @@ func TestFGDExperimentOrdersPolicies(t *testing.T) {
 		t.Errorf("table lacks the paper's figures:\n%s", b.String())
 	}
 }
+
+// A proposal the weighted objective likes (idle share down a third) but
+// that lengthens p95 JCT by 14% is not published, and the decision names
+// p95 JCT; within the tolerance it publishes.
+func TestGuardrailBlocksAWorseHeadlineNumber(t *testing.T) {
+	g := DefaultGuardrails()
+	o := DefaultObjective()
+	ref := Values{MetricGPUIdle: 0.30, MetricMeanJCT: 1000, MetricP95JCT: 5000, MetricHighPriorityWait: 60, MetricFragmentation: 3}
+	cand := Values{MetricGPUIdle: 0.20, MetricMeanJCT: 995, MetricP95JCT: 5700, MetricHighPriorityWait: 60, MetricFragmentation: 3}
+	evals := func(v Values) Evaluation { return Evaluation{PerReplay: []Values{v, v, v}} }
+	held := Compare(o, evals(cand), evals(ref))
+	if held.Gain < g.Margin || held.Lower <= 0 {
+		t.Fatalf("the case needs an objective gain past the margin: %+v", held)
+	}
+	d := g.Decide(held, true)
+	if d.Publish || !strings.Contains(d.Reason, string(MetricP95JCT)) || !strings.Contains(d.Reason, "14.0% worse") {
+		t.Errorf("p95 JCT +14%%: %+v, want not published, naming %s", d, MetricP95JCT)
+	}
+	cand[MetricP95JCT] = 5090 // +1.8%
+	if d := g.Decide(Compare(o, evals(cand), evals(ref)), true); !d.Publish {
+		t.Errorf("p95 JCT +1.8%% is within the 2%% tolerance: %+v", d)
+	}
+	// A high-priority wait near zero is judged against its floor, not zero.
+	ref[MetricHighPriorityWait], cand[MetricHighPriorityWait] = 0, 0.01
+	if d := g.Decide(Compare(o, evals(cand), evals(ref)), true); !d.Publish {
+		t.Errorf("10 ms more high-priority wait from zero blocked: %+v", d)
+	}
+	if err := (Guardrails{Margin: 0.02, RollbackThreshold: 0.05, Bounds: DefaultBounds(), HeadlineTolerance: -0.1}).Validate(); err == nil || !strings.Contains(err.Error(), "headline tolerance") {
+		t.Errorf("negative tolerance: %v", err)
+	}
+}
