@@ -58,9 +58,9 @@ func registerAPIFlags(fs *flag.FlagSet, getenv func(string) string) *apiConfig {
 		"addresses (CIDR, comma-separated or repeated) of the proxy that sets -auth-header; the header is ignored from anywhere else")
 	fs.StringVar(&o.Cluster, "cluster-name", "cluster", "the cluster's name in the dashboard's per-cluster view")
 	fs.IntVar(&o.MaxConcurrent, "api-max-concurrent", api.DefaultMaxConcurrent,
-		"API requests answered at once, each with its own Postgres connection apart from ingest's; more wait -api-queue-wait, then get 503")
+		"API requests answered at once, each with its own Postgres connection apart from ingest's; more wait -api-queue-wait, then get 429")
 	fs.DurationVar(&o.QueueWait, "api-queue-wait", api.DefaultQueueWait,
-		"how long an API request waits for one of -api-max-concurrent places before it is answered 503 with Retry-After")
+		"how long an API request waits for one of -api-max-concurrent places before it is answered 429 with Retry-After")
 	fs.DurationVar(&o.Timeout, "api-timeout", 15*time.Second, "how long an API request's database reads may take before it is answered 503")
 	return o
 }

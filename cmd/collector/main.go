@@ -16,6 +16,8 @@ const usage = `collector records what a GPU cluster did and why pods waited.
 
 Usage:
   collector serve   [flags]          run the collector: telemetry, cluster events, rollups, dashboard, API, /metrics
+  collector backfill [flags] -prometheus-url URL -from TIME
+                                     load GPU telemetry a Prometheus server already scraped, then roll it up
   collector migrate [flags] up|down|status [version]
                                      manage the Postgres schema
   collector why     [flags] <namespace/pod | job | uid>
@@ -26,9 +28,10 @@ Run "collector <command> -h" for a command's flags.
 `
 
 var run = cli.Subcommands(usage, map[string]cli.RunFunc{
-	"serve":   runServe,
-	"migrate": runMigrate,
-	"why":     runWhy,
+	"serve":    runServe,
+	"backfill": runBackfill,
+	"migrate":  runMigrate,
+	"why":      runWhy,
 })
 
 func parseVersion(s string) (int64, error) {

@@ -60,7 +60,7 @@ type Options struct {
 	// bound, not the number of clients, sets what reads cost the process.
 	MaxConcurrent int
 	// QueueWait is how long a request waits for one of those places before
-	// it is answered 503 with Retry-After; default DefaultQueueWait.
+	// it is answered 429 with Retry-After; default DefaultQueueWait.
 	QueueWait time.Duration
 	// Log receives one line per failed request; default slog.Default().
 	Log *slog.Logger
@@ -209,7 +209,7 @@ func (h *handler) checkQuery(c *gin.Context) {
 
 // admit holds one of MaxConcurrent places while the request is answered,
 // waiting QueueWait at most: a read storm queues briefly, then is told to
-// come back, and neither the pool ingest writes through nor the process's
+// come back (429), and neither the pool ingest writes through nor the process's
 // memory is taken by it.
 func (h *handler) admit(c *gin.Context) {
 	t := time.NewTimer(h.opts.QueueWait)
@@ -217,7 +217,7 @@ func (h *handler) admit(c *gin.Context) {
 	select {
 	case h.slots <- struct{}{}:
 	case <-t.C:
-		h.busy(c, fmt.Sprintf("%d requests are being answered, the most at once; try again shortly", h.opts.MaxConcurrent))
+		h.busy(c, http.StatusTooManyRequests, fmt.Sprintf("%d requests are being answered, the most at once; try again shortly", h.opts.MaxConcurrent))
 		return
 	case <-c.Request.Context().Done():
 		c.Abort()
@@ -227,10 +227,11 @@ func (h *handler) admit(c *gin.Context) {
 	c.Next()
 }
 
-// busy answers 503 with Retry-After: the request was fine, the moment was not.
-func (h *handler) busy(c *gin.Context, why string) {
+// busy answers code (429: too many requests at once; 503: the database is
+// too slow) with Retry-After: the request was fine, the moment was not.
+func (h *handler) busy(c *gin.Context, code int, why string) {
 	c.Header("Retry-After", strconv.Itoa(max(1, int(h.opts.QueueWait.Seconds()))))
-	c.AbortWithStatusJSON(http.StatusServiceUnavailable, gin.H{"error": why})
+	c.AbortWithStatusJSON(code, gin.H{"error": why})
 }
 
 // query parses the common parameters or answers 400.
@@ -258,7 +259,7 @@ func (h *handler) fail(c *gin.Context, err error) {
 		// The database did not answer within Timeout: it is busy, and the
 		// same request may well be answered later.
 		h.opts.Log.Warn("api request timed out", "path", c.Request.URL.Path, "timeout", h.opts.Timeout)
-		h.busy(c, fmt.Sprintf("the database did not answer within %v; try again shortly", h.opts.Timeout))
+		h.busy(c, http.StatusServiceUnavailable, fmt.Sprintf("the database did not answer within %v; try again shortly", h.opts.Timeout))
 	default:
 		h.opts.Log.Error("api request failed", "path", c.Request.URL.Path, "err", err)
 		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": "reading the database failed; the collector's log says why"})

@@ -47,8 +47,8 @@ func TestHeatmapAnswerIsCapped(t *testing.T) {
 }
 
 // TestReadStormIsToldToComeBack: with every place taken by a read the
-// database holds up, another request gets 503 with Retry-After after
-// QueueWait, and a read that outlives Timeout gets 503 too, never 500.
+// database holds up, another request gets 429 with Retry-After after
+// QueueWait, and a read that outlives Timeout gets 503, never 500.
 func TestReadStormIsToldToComeBack(t *testing.T) {
 	st := storetest.New(t)
 	h := api.NewRouter(st, api.Options{MaxConcurrent: 2, QueueWait: 300 * time.Millisecond,
@@ -69,8 +69,8 @@ func TestReadStormIsToldToComeBack(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the two held reads take both places first
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/profiles", nil))
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
-		t.Errorf("a third request while two are held = %d (Retry-After %q) %s, want 503 with Retry-After",
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("a third request while two are held = %d (Retry-After %q) %s, want 429 with Retry-After",
 			rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
 	}
 	wg.Wait() // the held reads run out of Timeout

@@ -244,7 +244,8 @@ func (r *Roller) refreshGauges(ctx context.Context, to time.Time) error {
 		}
 	}
 	for _, s := range []string{"busy", "allocated_idle", "unallocated_waiting", "spare"} {
-		r.Metrics.StateMinutes.WithLabelValues(s).Set(states[s])
+		// Prometheus's base unit of time is the second.
+		r.Metrics.StateSeconds.WithLabelValues(s).Set(states[s] * 60)
 	}
 	return nil
 }

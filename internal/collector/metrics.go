@@ -37,7 +37,7 @@ type Metrics struct {
 
 	NodeIdleShare      *prometheus.GaugeVec
 	NamespaceIdleShare *prometheus.GaugeVec
-	StateMinutes       *prometheus.GaugeVec
+	StateSeconds       *prometheus.GaugeVec
 }
 
 // NewMetrics returns unregistered metrics; Collectors lists them.
@@ -74,8 +74,8 @@ func NewMetrics() *Metrics {
 		NamespaceIdleShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "gpu", Name: "namespace_idle_share",
 			Help: "Share of the GPU-minutes a namespace held over the last hour rolled up in which the GPU was below the activity threshold."},
 			[]string{"namespace"}),
-		StateMinutes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "gpu", Name: "state_minutes",
-			Help: "GPU-minutes per state (busy, allocated_idle, unallocated_waiting, spare) over the last hour rolled up."},
+		StateSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "gpu", Name: "state_seconds",
+			Help: "GPU time in seconds per state (busy, allocated_idle, unallocated_waiting, spare) over the last hour rolled up."},
 			[]string{"state"}),
 	}
 	for _, r := range []string{DropBufferFull, DropInvalid, DropRejected, DropTimeRange, DropShutdown, DropSpoolRead} {
@@ -87,5 +87,5 @@ func NewMetrics() *Metrics {
 // Collectors lists every metric for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Received, m.Written, m.Dropped, m.WriteErrors, m.WriteDuration, m.LastWrite,
-		m.Spooled, m.Duplicates, m.RollupRuns, m.RollupErrors, m.RollupUpTo, m.NodeIdleShare, m.NamespaceIdleShare, m.StateMinutes}
+		m.Spooled, m.Duplicates, m.RollupRuns, m.RollupErrors, m.RollupUpTo, m.NodeIdleShare, m.NamespaceIdleShare, m.StateSeconds}
 }

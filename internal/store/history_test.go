@@ -136,3 +136,17 @@ func TestImportTraceIsOneTransaction(t *testing.T) {
 		t.Errorf("%d jobs stored by a refused import (%v)", n, err)
 	}
 }
+
+// TestProfileNamesRefuseControlCharacters: a name with a newline or an
+// escape sequence would forge log lines and rewrite terminals.
+func TestProfileNamesRefuseControlCharacters(t *testing.T) {
+	s := storetest.New(t)
+	for _, name := range []string{"a\nb", "tuned\x1b[2J", "bad\xff", strings.Repeat("n", 254), ""} {
+		if _, err := s.InsertProfile(context.Background(), schedloop.Profile{Name: name}); err == nil || !strings.Contains(err.Error(), "field name") {
+			t.Errorf("InsertProfile(%q) = %v, want a refusal naming the field", name, err)
+		}
+	}
+	if _, err := s.InsertProfile(context.Background(), schedloop.Profile{Name: "tuned-2026-12-04 é"}); err != nil {
+		t.Errorf("a plain name was refused: %v", err)
+	}
+}

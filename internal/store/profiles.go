@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -16,8 +18,8 @@ import (
 // a profile is immutable evidence, so a second insert under the same name is
 // an error rather than an overwrite.
 func (s *Store) InsertProfile(ctx context.Context, p schedloop.Profile) (int64, error) {
-	if p.Name == "" {
-		return 0, errors.New("insert profile: name is empty")
+	if err := checkProfileName(p.Name); err != nil {
+		return 0, fmt.Errorf("insert profile: %w", err)
 	}
 	status := p.Status
 	if status == "" {
@@ -119,6 +121,31 @@ func (s *Store) RecordMeasured(ctx context.Context, id int64, measured map[strin
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("record measured outcome of profile %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// maxProfileName is the longest profile name: it becomes a label value and
+// an Event message, and is shown on the dashboard.
+const maxProfileName = 253
+
+// checkProfileName refuses names a terminal, a log line or the dashboard
+// would show as something else: control characters (a newline forges a
+// log line, an escape sequence rewrites the terminal), invalid UTF-8 and
+// over-long names.
+func checkProfileName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("field name: empty")
+	case len(name) > maxProfileName:
+		return fmt.Errorf("field name: %d bytes, over %d", len(name), maxProfileName)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("field name: %q is not valid UTF-8", name)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("field name: %q holds a control character (%U)", name, r)
+		}
 	}
 	return nil
 }
