@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +38,48 @@ func (u *urlList) Set(v string) error {
 	return nil
 }
 
+// targetLimits is the repeatable -scrape-target-limits flag: limits for one
+// target, "URL,sample_limit=N,body_limit=BYTES", either limit optional.
+type targetLimits map[string]dcgm.Limits
+
+func (t targetLimits) String() string {
+	var parts []string
+	for u, l := range t {
+		parts = append(parts, fmt.Sprintf("%s,sample_limit=%d,body_limit=%d", u, l.SampleLimit, l.MaxBodyBytes))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
+}
+
+func (t targetLimits) Set(v string) error {
+	target, rest, _ := strings.Cut(v, ",")
+	var u urlList
+	if err := u.Set(target); err != nil {
+		return err
+	}
+	if rest == "" {
+		return fmt.Errorf("%q names no limit: want URL,sample_limit=N,body_limit=BYTES", v)
+	}
+	var l dcgm.Limits
+	for kv := range strings.SplitSeq(rest, ",") {
+		k, val, _ := strings.Cut(kv, "=")
+		n, err := strconv.ParseInt(val, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%q in %q: want sample_limit=N or body_limit=BYTES with N, BYTES > 0", kv, v)
+		}
+		switch k {
+		case "sample_limit":
+			l.SampleLimit = int(n)
+		case "body_limit":
+			l.MaxBodyBytes = n
+		default:
+			return fmt.Errorf("%q in %q: unknown limit %q (want sample_limit or body_limit)", kv, v, k)
+		}
+	}
+	t[target] = l
+	return nil
+}
+
 // collectConfig is what the collection flags gather.
 type collectConfig struct {
 	kubeconfig        string
@@ -48,7 +92,10 @@ type collectConfig struct {
 	bufferSamples     int
 	batchSamples      int
 	ingestWriters     int
-	scrapeConcurrency int
+	scrapeTimeout     time.Duration
+	sampleLimit       int
+	bodyLimit         int64
+	targetLimits      targetLimits
 	spoolDir          string
 	spoolMaxBytes     int64
 	idleThreshold     float64
@@ -57,7 +104,7 @@ type collectConfig struct {
 }
 
 func registerCollectFlags(fs *flag.FlagSet, getenv func(string) string) *collectConfig {
-	c := &collectConfig{}
+	c := &collectConfig{targetLimits: targetLimits{}}
 	fs.StringVar(&c.kubeconfig, "kubeconfig", getenv("KUBECONFIG"),
 		"kubeconfig of the cluster to watch (default: in-cluster service account, then $KUBECONFIG); \"off\" watches no cluster")
 	fs.Var(&c.exporterURLs, "dcgm-exporter-url", "dcgm-exporter /metrics URL to scrape (repeatable); adds to the discovered targets")
@@ -69,7 +116,10 @@ func registerCollectFlags(fs *flag.FlagSet, getenv func(string) string) *collect
 	fs.IntVar(&c.bufferSamples, "buffer-samples", collector.DefaultBufferSamples, "GPU samples held in memory while Postgres is slow or away")
 	fs.IntVar(&c.batchSamples, "batch-samples", collector.DefaultBatchSamples, "most GPU samples sent in one COPY")
 	fs.IntVar(&c.ingestWriters, "ingest-writers", collector.DefaultWriters, "COPYs of GPU samples run at once (each holds a Postgres connection)")
-	fs.IntVar(&c.scrapeConcurrency, "scrape-concurrency", dcgm.DefaultScrapeConcurrency, "dcgm-exporter targets scraped at once")
+	fs.DurationVar(&c.scrapeTimeout, "scrape-timeout", dcgm.DefaultScrapeTimeout, "longest one dcgm-exporter scrape may take, connect, read and parse (at most -scrape-interval)")
+	fs.IntVar(&c.sampleLimit, "sample-limit", dcgm.DefaultSampleLimit, "most series a dcgm-exporter page may hold, stored families or not (Prometheus's sample_limit); a page over it is not stored")
+	fs.Int64Var(&c.bodyLimit, "scrape-body-limit", dcgm.DefaultMaxBodyBytes, "largest dcgm-exporter page in bytes, counted after decompression; a page over it is not stored")
+	fs.Var(c.targetLimits, "scrape-target-limits", "limits for one target, overriding -sample-limit and -scrape-body-limit: URL,sample_limit=N,body_limit=BYTES (repeatable)")
 	fs.StringVar(&c.spoolDir, "spool-dir", "", "directory for samples that do not fit in memory while Postgres is away, and for what is buffered at exit (empty: no spool)")
 	fs.Int64Var(&c.spoolMaxBytes, "spool-max-bytes", collector.DefaultSpoolMaxBytes, "size limit of -spool-dir")
 	fs.Float64Var(&c.idleThreshold, "idle-threshold", store.DefaultIdleThreshold, "engine activity (0..1) below which a GPU held by a pod counts as allocated but idle")
@@ -88,8 +138,12 @@ func (c *collectConfig) validate() error {
 		return fmt.Errorf("flag -batch-samples %d: want a positive number", c.batchSamples)
 	case c.ingestWriters <= 0:
 		return fmt.Errorf("flag -ingest-writers %d: want a positive number", c.ingestWriters)
-	case c.scrapeConcurrency <= 0:
-		return fmt.Errorf("flag -scrape-concurrency %d: want a positive number", c.scrapeConcurrency)
+	case c.scrapeTimeout <= 0:
+		return fmt.Errorf("flag -scrape-timeout %v: want a positive duration", c.scrapeTimeout)
+	case c.sampleLimit <= 0:
+		return fmt.Errorf("flag -sample-limit %d: want a positive number", c.sampleLimit)
+	case c.bodyLimit <= 0:
+		return fmt.Errorf("flag -scrape-body-limit %d: want a positive number of bytes", c.bodyLimit)
 	case c.spoolMaxBytes <= 0:
 		return fmt.Errorf("flag -spool-max-bytes %d: want a positive number", c.spoolMaxBytes)
 	case !(c.idleThreshold > 0 && c.idleThreshold <= 1):
@@ -175,7 +229,8 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 		return nil, fmt.Errorf("flags -exporter-service/-exporter-selector need a cluster: set -kubeconfig or run in a pod")
 	}
 	if len(c.exporterURLs) > 0 || len(targets) > 1 {
-		pc.Scraper = &dcgm.ExporterScraper{Targets: targets, Concurrency: c.scrapeConcurrency, Timeout: min(c.scrapeInterval, dcgm.DefaultScrapeTimeout)}
+		pc.Scraper = &dcgm.ExporterScraper{Targets: targets, Timeout: min(c.scrapeInterval, c.scrapeTimeout),
+			Limits: dcgm.Limits{SampleLimit: c.sampleLimit, MaxBodyBytes: c.bodyLimit}, TargetLimits: c.targetLimits}
 	}
 	switch c.hostEngine {
 	case "off", "":

@@ -27,8 +27,9 @@ var ErrSpool = errors.New("ingest spool")
 // defaults.
 type PipelineConfig struct {
 	Store *store.Store
-	// Scraper, when set, is scraped every ScrapeEvery; the pipeline's GPU
-	// inventory is hooked to it unless it has an Inventory callback already.
+	// Scraper, when set, scrapes each of its targets every ScrapeEvery on the
+	// target's own clock (ExporterScraper.Run); the pipeline's GPU inventory
+	// is hooked to it unless it has an Inventory callback already.
 	Scraper *dcgm.ExporterScraper
 	// Sources are further telemetry sources (a DCGM host engine), scraped
 	// on the same interval; SourcesStopped runs once every source has.
@@ -121,8 +122,10 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 		if sc.Metrics == nil {
 			sc.Metrics = dcgm.NewScrapeMetrics()
 		}
+		if sc.Logger == nil {
+			sc.Logger = log
+		}
 		collectors = append(collectors, sc.Metrics)
-		sources = append([]Source{sc}, sources...)
 	}
 	if cfg.Watch != nil {
 		wo := *cfg.Watch
@@ -140,6 +143,9 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 		}
 	}
 	p.sources = len(sources)
+	if cfg.Scraper != nil {
+		p.sources++
+	}
 
 	run := func(name string, f func() error) {
 		p.wg.Go(func() {
@@ -160,6 +166,11 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	every := cfg.ScrapeEvery
 	if every <= 0 {
 		every = DefaultScrapeEvery
+	}
+	if sc := cfg.Scraper; sc != nil {
+		// Each exporter on its own clock, its page handed to the ingester as
+		// soon as it is parsed; the ingester's flush interval batches them.
+		scrapers.Go(func() { _ = sc.Run(scrapeCtx, every, ing.Add) })
 	}
 	for _, src := range sources {
 		scrapers.Go(func() { _ = Scrape(scrapeCtx, src, every, ing, log) })

@@ -124,9 +124,10 @@ func newSampleSet(sizeHint int) *sampleSet {
 }
 
 // fieldIndex is the index in Metrics of metric, -1 for metrics that
-// GPUSample does not carry.
-func fieldIndex(metric string) int {
-	switch metric {
+// GPUSample does not carry. It takes the name as bytes too, straight from a
+// page: the switch compares them without converting them to a string.
+func fieldIndex[T string | []byte](metric T) int {
+	switch string(metric) {
 	case MetricGPUUtil:
 		return 0
 	case MetricGrEngineActive:

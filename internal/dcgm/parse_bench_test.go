@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
-
-	"github.com/prometheus/common/expfmt"
+	"time"
 
 	"github.com/schedloop/schedloop/internal/cputime"
 	"github.com/schedloop/schedloop/internal/harness/exporter"
@@ -27,8 +27,9 @@ func harnessPages(tb testing.TB) (def, trimmed []byte) {
 }
 
 // BenchmarkParseExporterPage is the scraper's parse step on the pages of
-// the collector's end-to-end benchmark: parsePage then sorted, the
-// inventory only where the scraper has a callback for it.
+// the collector's end-to-end benchmark, with the target's series cache warm
+// as it is from the second scrape on: parse then sorted, the inventory only
+// where the scraper has a callback for it.
 func BenchmarkParseExporterPage(b *testing.B) {
 	def, trimmed := harnessPages(b)
 	for _, c := range []struct {
@@ -39,8 +40,9 @@ func BenchmarkParseExporterPage(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/inventory=%v", c.name, inv), func(b *testing.B) {
 				b.SetBytes(int64(len(c.page)))
 				b.ReportAllocs()
+				pp := newPageParser()
 				for b.Loop() {
-					set, err := parsePage(c.page, expfmt.FmtText, scrapeTime)
+					set, err := pp.parse(context.Background(), c.page, contentTypeText, scrapeTime, Limits{})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -56,20 +58,36 @@ func BenchmarkParseExporterPage(b *testing.B) {
 	}
 }
 
-// TestHarnessPagesTakeFastPath keeps the benchmark honest: both pages must
-// parse on the fast path, to what expfmt gives.
-func TestHarnessPagesTakeFastPath(t *testing.T) {
-	def, trimmed := harnessPages(t)
-	for _, page := range [][]byte{def, trimmed} {
-		got, err, ok := parseTextFast(page, scrapeTime)
-		if !ok || err != nil {
-			t.Fatalf("fast path: ok %v, err %v", ok, err)
+// BenchmarkParseOpenMetricsVsText parses the same 1,000-GPU page (5 fields,
+// dcgm-exporter's labels) as text and as OpenMetrics, alternating, each with
+// its own warm series cache, and reports the ratio of their CPU time:
+// collector_om_vs_text_parse_ratio. The parse runs on one goroutine, so the
+// process's CPU time is the parse's.
+func BenchmarkParseOpenMetricsVsText(b *testing.B) {
+	text := exporterPage(1000)
+	om := toOpenMetrics(b, text)
+	textP, omP := newPageParser(), newPageParser()
+	parse := func(pp *pageParser, page []byte, ct string) time.Duration {
+		before := cputime.Process(b)
+		set, err := pp.parse(context.Background(), page, ct, scrapeTime, Limits{})
+		if err != nil {
+			b.Fatal(err)
 		}
-		want, err := parseWithExpfmt(page, scrapeTime)
-		if err != nil || !sameSamples(got, want) || len(got) != 8 {
-			t.Fatalf("fast %+v\nexpfmt %+v (%v)", got, want, err)
+		if len(set.sorted()) != 1000 {
+			b.Fatal("not 1000 samples")
 		}
+		return cputime.Process(b) - before
 	}
+	parse(textP, text, contentTypeText)
+	parse(omP, om, contentTypeOpenMetrics)
+	var textCPU, omCPU time.Duration
+	for b.Loop() {
+		textCPU += parse(textP, text, contentTypeText)
+		omCPU += parse(omP, om, contentTypeOpenMetrics)
+	}
+	b.ReportMetric(float64(textCPU.Microseconds())/float64(b.N), "text_cpu_us/page")
+	b.ReportMetric(float64(omCPU.Microseconds())/float64(b.N), "om_cpu_us/page")
+	b.ReportMetric(float64(omCPU)/float64(textCPU), "collector_om_vs_text_parse_ratio@ratio")
 }
 
 // BenchmarkScrapeRound is one scrape round of 64 exporters of 8 GPUs each,
@@ -91,7 +109,7 @@ func BenchmarkScrapeRound(b *testing.B) {
 	}
 	s := &ExporterScraper{Targets: StaticTargets(urls)}
 	ctx := context.Background()
-	if _, err := s.Collect(ctx); err != nil { // connections up, buffers grown
+	if _, err := s.Collect(ctx); err != nil { // connections up, caches filled
 		b.Fatal(err)
 	}
 	before := cputime.Process(b)
@@ -105,4 +123,31 @@ func BenchmarkScrapeRound(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64((cputime.Process(b)-before).Nanoseconds())/1e3/float64(b.N*exporters), "dcgm_scrape_cpu_us_per_page@us")
+}
+
+// TestSeriesCacheForgetsGoneSeries: a page whose pods changed leaves the
+// old pods' series behind once they outnumber the live ones, and a cached
+// series gives the same samples as a fresh parse.
+func TestSeriesCacheForgetsGoneSeries(t *testing.T) {
+	pp := newPageParser()
+	page := func(pod string) []byte {
+		return fmt.Appendf(nil, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-1\",pod=%q} 5\nDCGM_FI_DEV_GPU_TEMP{gpu=\"0\"} 40\n", pod)
+	}
+	for i := range 10 {
+		p := page(fmt.Sprint("pod-", i))
+		set, err := pp.parse(context.Background(), p, contentTypeText, scrapeTime, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := ParseExporterText(p, scrapeTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := set.sorted(); !slices.Equal(got, fresh) {
+			t.Fatalf("page %d: cached parse %+v, fresh %+v", i, got, fresh)
+		}
+		if len(pp.series) > 2 {
+			t.Fatalf("after page %d the cache holds %d series, want at most 2 (the unstored family is never cached)", i, len(pp.series))
+		}
+	}
 }

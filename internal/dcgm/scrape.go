@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -13,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/schedloop/schedloop"
 )
@@ -32,27 +34,36 @@ func (s StaticTargets) ListTargets(context.Context) ([]string, error) {
 }
 
 // Defaults of ExporterScraper. The timeout stays under a typical 15 s
-// collection interval; the body limit is ~20x a 1,000-GPU page.
+// collection interval.
 const (
 	DefaultScrapeTimeout     = 10 * time.Second
 	DefaultScrapeConcurrency = 16
-	DefaultMaxBodyBytes      = 32 << 20
 )
 
-// acceptHeader prefers the text format, which expfmt parses several times
-// faster than OpenMetrics, and still accepts OpenMetrics from proxies.
+// acceptHeader prefers the text format and accepts OpenMetrics, which parses
+// at the same speed, from exporters or proxies that only speak it.
 const acceptHeader = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
 
-// ExporterScraper is a Source that scrapes dcgm-exporter endpoints. Zero
-// fields take the defaults above; Targets is required.
+// ExporterScraper scrapes dcgm-exporter endpoints. Run scrapes each target on
+// its own clock; Collect (the Source interface) scrapes every target once.
+// Zero fields take the defaults above; Targets is required. Run and Collect
+// must not be used at once.
 type ExporterScraper struct {
 	Targets TargetLister
-	// Client defaults to a client without a global timeout: each request
-	// carries its own, derived from Timeout and the caller's context.
-	Client       *http.Client
-	Timeout      time.Duration
-	Concurrency  int
-	MaxBodyBytes int64
+	// Client defaults to NewClient(): keep-alive per target, no global
+	// idle cap, redirects within the target's host only.
+	Client *http.Client
+	// Timeout bounds a scrape as a whole: connect, read and parse.
+	Timeout time.Duration
+	// Concurrency is the number of targets Collect scrapes at once.
+	Concurrency int
+	// Limits apply to every target; TargetLimits overrides them for the
+	// targets it names (by URL), field by field.
+	Limits       Limits
+	TargetLimits map[string]Limits
+	// TimestampWindow bounds exporter timestamps around the scrape time;
+	// DefaultTimestampWindow if zero.
+	TimestampWindow time.Duration
 	// Now stamps the samples; it defaults to time.Now.
 	Now func() time.Time
 	// Metrics, if set, counts scrapes and errors.
@@ -60,33 +71,58 @@ type ExporterScraper struct {
 	// Inventory, if set, is told the GPUs (UUID, node, index, model) each
 	// page named; it is called from the scraping goroutines and must not block.
 	Inventory func(gpus []schedloop.GPU)
+	// Logger receives a line when a target starts or stops failing.
+	Logger *slog.Logger
 
-	buffersMu sync.Mutex
-	buffers   []*[]byte // page buffers of the workers, between rounds
+	mu      sync.Mutex
+	parsers map[string]*pageParser // Collect's, per target
+	buffers [][]byte               // page buffers between scrapes
 }
 
-// defaultClient serves scrapers without a Client of their own. It has a
-// transport of its own too, so these settings leave http.DefaultTransport
-// alone.
-var defaultClient = &http.Client{Transport: scrapeTransport()}
-
-func scrapeTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	// An 8-GPU node's page is ~45 KB with dcgm-exporter's default counters.
-	// With the default 4 KB buffer a scrape took ~6 reads, with 64 KB ~4
-	// (16 KB gained nothing, 32 KB half). The buffer lives as long as the
-	// connection: 64 KB per exporter.
-	t.ReadBufferSize = 64 << 10
-	// Keep one idle connection per exporter between scrapes however many
-	// exporters there are: DefaultTransport keeps 100 in all, so in a larger
-	// cluster most scrapes would open a new connection.
-	t.MaxIdleConns = 0
-	return t
+// NewClient is the scrape client: HTTP/1.1 keep-alive with one idle
+// connection per exporter however many exporters there are (DefaultTransport
+// keeps 100 in all, so most scrapes of a larger cluster would open a new
+// one), gzip asked for and decoded by the transport (so body limits count
+// decoded bytes), response headers capped, no proxy from the environment (a
+// cluster's egress proxy must not sit between the collector and its nodes),
+// and redirects followed only within the target's own host. Deadlines come
+// from each request's context.
+func NewClient() *http.Client {
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
+	return &http.Client{
+		Transport: &http.Transport{
+			DialContext:            dialer.DialContext,
+			MaxIdleConns:           0,
+			MaxIdleConnsPerHost:    2,
+			IdleConnTimeout:        5 * time.Minute,
+			TLSHandshakeTimeout:    10 * time.Second,
+			MaxResponseHeaderBytes: 64 << 10,
+		},
+		CheckRedirect: sameHostRedirect,
+	}
 }
+
+// maxRedirects is how many same-host redirects a scrape follows.
+const maxRedirects = 3
+
+func sameHostRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("redirect to %s://%s refused: a target may redirect within %s://%s only", req.URL.Scheme, req.URL.Host, first.Scheme, first.Host)
+	}
+	return nil
+}
+
+var defaultClient = NewClient()
 
 // maxPooledBody keeps an unusually large page's buffer from being kept for
-// the next scrapes.
-const maxPooledBody = 4 << 20
+// the next scrapes; maxPooledBuffers bounds how many are kept.
+const (
+	maxPooledBody    = 4 << 20
+	maxPooledBuffers = 64
+)
 
 // TargetError is one target's failed scrape.
 type TargetError struct {
@@ -99,62 +135,63 @@ func (e *TargetError) Error() string {
 }
 func (e *TargetError) Unwrap() error { return e.Err }
 
-// Collect scrapes every target concurrently and returns the samples of those
-// that answered. Failed targets are counted and returned as *TargetError
-// values joined into one error; they do not stop the others.
-func (s *ExporterScraper) Collect(ctx context.Context) ([]schedloop.GPUSample, error) {
+// targets lists the targets, sorted and once each.
+func (s *ExporterScraper) targets(ctx context.Context) ([]string, error) {
 	if s.Targets == nil {
 		return nil, errors.New("dcgm-exporter scraper: no target lister configured")
 	}
 	targets, err := s.Targets.ListTargets(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list dcgm-exporter targets: %w", err)
-	}
 	slices.Sort(targets)
 	targets = slices.Compact(targets)
+	if err != nil {
+		err = fmt.Errorf("list dcgm-exporter targets: %w", err)
+	}
+	return targets, err
+}
+
+// Collect scrapes every target once, Concurrency at a time, and returns the
+// samples of those that answered. Failed targets are counted and returned as
+// *TargetError values joined into one error; they do not stop the others.
+func (s *ExporterScraper) Collect(ctx context.Context) ([]schedloop.GPUSample, error) {
+	targets, err := s.targets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.parsers == nil {
+		s.parsers = map[string]*pageParser{}
+	}
+	parsers := make([]*pageParser, len(targets))
+	for i, t := range targets {
+		if s.parsers[t] == nil {
+			s.parsers[t] = s.newParser()
+		}
+		parsers[i] = s.parsers[t]
+	}
+	s.mu.Unlock()
 
 	type result struct {
 		samples []schedloop.GPUSample
 		err     error
 	}
 	results := make([]result, len(targets))
-	// A fixed set of workers rather than a goroutine per target: a scrape
-	// grows its goroutine's stack to tens of KB, and a fresh goroutine per
-	// target paid for that growth on every scrape.
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(cmpOr(s.Concurrency, DefaultScrapeConcurrency), len(targets)) {
 		wg.Go(func() {
-			// The worker's page buffer, reused target after target and
-			// round after round: a sync.Pool loses its buffers at every
-			// garbage collection, and a page of tens of KB was allocated
-			// and zeroed again.
-			page := s.takePageBuffer()
-			defer s.keepPageBuffer(page)
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(targets) {
 					return
 				}
-				if err := ctx.Err(); err != nil {
-					results[i].err = &TargetError{Target: targets[i], Err: err}
-					continue
-				}
-				samples, err := s.scrape(ctx, targets[i], page)
-				if err != nil {
-					err = &TargetError{Target: targets[i], Err: err}
-				}
+				samples, err := s.scrape(ctx, targets[i], parsers[i], s.Timeout)
 				results[i] = result{samples, err}
 			}
 		})
 	}
 	wg.Wait()
 
-	n := 0
-	for _, r := range results {
-		n += len(r.samples)
-	}
-	all := make([]schedloop.GPUSample, 0, n)
+	var all []schedloop.GPUSample
 	var errs []error
 	for _, r := range results {
 		all = append(all, r.samples...)
@@ -165,48 +202,141 @@ func (s *ExporterScraper) Collect(ctx context.Context) ([]schedloop.GPUSample, e
 	return all, errors.Join(errs...)
 }
 
-func (s *ExporterScraper) takePageBuffer() *[]byte {
-	s.buffersMu.Lock()
-	defer s.buffersMu.Unlock()
-	if n := len(s.buffers); n > 0 {
-		b := s.buffers[n-1]
-		s.buffers = s.buffers[:n-1]
-		return b
-	}
-	return new([]byte)
+func (s *ExporterScraper) newParser() *pageParser {
+	pp := newPageParser()
+	pp.Window = s.TimestampWindow
+	return pp
 }
 
-func (s *ExporterScraper) keepPageBuffer(b *[]byte) {
-	s.buffersMu.Lock()
-	defer s.buffersMu.Unlock()
-	if cap(*b) <= maxPooledBody && len(s.buffers) < cmpOr(s.Concurrency, DefaultScrapeConcurrency) {
-		s.buffers = append(s.buffers, b)
+// Run scrapes every target every interval until ctx ends, each on its own
+// clock: a target's scrapes start at an offset within the interval derived
+// from its URL (as Prometheus spreads them), and a slow, huge or failing
+// target costs only its own scrapes. The target list is read again every
+// interval; targets that went are stopped, new ones started. Each page's
+// samples go to add as soon as it is parsed. When ctx ends, scrapes and
+// parses in flight are abandoned (nothing of their pages reaches add) and
+// Run returns once every target's loop has.
+func (s *ExporterScraper) Run(ctx context.Context, every time.Duration, add func([]schedloop.GPUSample)) error {
+	if every <= 0 {
+		return fmt.Errorf("dcgm-exporter scraper: interval %v is not positive", every)
+	}
+	log := s.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	loops := map[string]context.CancelFunc{}
+	var wg sync.WaitGroup
+	defer func() {
+		for _, stop := range loops {
+			stop()
+		}
+		wg.Wait()
+	}()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		targets, err := s.targets(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("dcgm-exporter targets not listed; scraping the last known ones", "err", err)
+		}
+		if err == nil {
+			for target, stop := range loops {
+				if _, found := slices.BinarySearch(targets, target); !found {
+					stop()
+					delete(loops, target)
+				}
+			}
+		}
+		for _, target := range targets {
+			if loops[target] != nil {
+				continue
+			}
+			loopCtx, stop := context.WithCancel(ctx)
+			loops[target] = stop
+			wg.Go(func() { s.loop(loopCtx, target, every, add, log) })
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
 	}
 }
 
-// scrape fetches and parses one target; page is a buffer it may use and
-// grow, the caller's to reuse once scrape returns.
-func (s *ExporterScraper) scrape(ctx context.Context, target string, page *[]byte) ([]schedloop.GPUSample, error) {
+// loop scrapes one target every interval until ctx ends.
+func (s *ExporterScraper) loop(ctx context.Context, target string, every time.Duration, add func([]schedloop.GPUSample), log *slog.Logger) {
+	pp := s.newParser()
+	timer := time.NewTimer(offset(target, every))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-timer.C:
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	failing := false
+	for {
+		// A scrape never outlasts the interval, so it is never skipped
+		// because the last one still runs.
+		samples, err := s.scrape(ctx, target, pp, min(cmpOr(s.Timeout, DefaultScrapeTimeout), every))
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil && !failing:
+			log.Warn("dcgm-exporter target failing", "target", target, "reason", reasonOf(err), "err", err)
+		case err == nil && failing:
+			log.Info("dcgm-exporter target answering again", "target", target)
+		}
+		failing = err != nil
+		if len(samples) > 0 {
+			add(samples)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// offset is where in the interval target's scrapes fall: fixed per target,
+// so its samples stay an interval apart across restarts of its loop, and
+// spread, so the targets' scrapes do not all start at once.
+func offset(target string, every time.Duration) time.Duration {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(target))
+	return time.Duration(h.Sum64() % uint64(every))
+}
+
+func (s *ExporterScraper) limits(target string) Limits {
+	l := s.Limits
+	if o, ok := s.TargetLimits[target]; ok {
+		l.SampleLimit = cmpOr(o.SampleLimit, l.SampleLimit)
+		l.MaxBodyBytes = cmpOr(o.MaxBodyBytes, l.MaxBodyBytes)
+	}
+	return l.withDefaults()
+}
+
+// scrape fetches and parses one target within timeout (the default when
+// zero); the samples are returned only when the whole page was good.
+func (s *ExporterScraper) scrape(ctx context.Context, target string, pp *pageParser, timeout time.Duration) ([]schedloop.GPUSample, error) {
 	start := time.Now()
-	// The timeout is a deadline passed down rather than a context of its
-	// own: a timer and a child context per scrape were a tenth of the CPU
-	// of scraping, and the page client needs only the deadline, which the
-	// connection enforces.
-	deadline := start.Add(cmpOr(s.Timeout, DefaultScrapeTimeout))
+	ctx, cancel := context.WithTimeout(ctx, cmpOr(timeout, DefaultScrapeTimeout))
+	defer cancel()
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
 	}
-
-	stage := stageFetch
+	lim := s.limits(target)
+	page := s.takeBuffer()
 	samples, err := func() ([]schedloop.GPUSample, error) {
-		limit := cmpOr(s.MaxBodyBytes, DefaultMaxBodyBytes)
-		body, format, err := s.fetch(ctx, deadline, target, limit, page, &stage)
+		body, contentType, err := s.fetch(ctx, target, lim.MaxBodyBytes, &page)
 		if err != nil {
 			return nil, err
 		}
-		stage = stageParse
-		set, err := parsePage(body, format, now())
+		set, err := pp.parse(ctx, body, contentType, now(), lim)
 		if err != nil {
 			return nil, err
 		}
@@ -215,46 +345,25 @@ func (s *ExporterScraper) scrape(ctx context.Context, target string, page *[]byt
 		}
 		return set.sorted(), nil
 	}()
-	s.Metrics.observe(stage, err, len(samples), time.Since(start))
+	s.keepBuffer(page)
+	if err != nil {
+		// A deadline that passed mid-read or mid-parse reads as a
+		// timeout whatever the error says.
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		err = &TargetError{Target: target, Err: err}
+	}
+	s.Metrics.observe(err, len(samples), time.Since(start))
 	return samples, err
 }
 
-// fetch returns target's page, read into *buf (which it may grow and leaves
-// for the caller to reuse once the page is parsed), and the page's format,
-// by deadline. A failure sets *stage to stageStatus when the exporter
-// answered but not with a page.
-func (s *ExporterScraper) fetch(ctx context.Context, deadline time.Time, target string, limit int64, buf *[]byte, stage *string) ([]byte, expfmt.Format, error) {
-	if s.Client == nil {
-		t, err := defaultPageClient.target(target)
-		if err != nil {
-			return nil, "", fmt.Errorf("build request: %w", err)
-		}
-		if t.direct {
-			resp, body, err := defaultPageClient.get(ctx, deadline, t, buf, limit)
-			switch {
-			case errors.Is(err, errUseNetHTTP):
-			case errors.As(err, new(errBodyTooLarge)):
-				*stage = stageStatus
-				return nil, "", err
-			case err != nil:
-				return nil, "", err
-			case resp.status != http.StatusOK:
-				*stage = stageStatus
-				return nil, "", fmt.Errorf("HTTP status %s", resp.statusLine)
-			default:
-				return body, resp.format, nil
-			}
-		}
-	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	return s.fetchNetHTTP(ctx, target, limit, buf, stage)
-}
-
-func (s *ExporterScraper) fetchNetHTTP(ctx context.Context, target string, limit int64, buf *[]byte, stage *string) ([]byte, expfmt.Format, error) {
+// fetch returns target's page, read into *buf (which it may grow), and its
+// Content-Type.
+func (s *ExporterScraper) fetch(ctx context.Context, target string, limit int64, buf *[]byte) ([]byte, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return nil, "", fmt.Errorf("build request: %w", err)
+		return nil, "", scrapeErr(ReasonFetch, "build request: %w", err)
 	}
 	req.Header.Set("Accept", acceptHeader)
 	client := s.Client
@@ -267,11 +376,13 @@ func (s *ExporterScraper) fetchNetHTTP(ctx context.Context, target string, limit
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		*stage = stageStatus
-		return nil, "", fmt.Errorf("HTTP status %s", resp.Status)
+		return nil, "", scrapeErr(ReasonStatus, "HTTP status %s", resp.Status)
+	}
+	if resp.ContentLength > limit {
+		return nil, "", scrapeErr(ReasonBodyLimit, "body of %d bytes exceeds %d bytes (body limit)", resp.ContentLength, limit)
 	}
 	page := bytes.NewBuffer((*buf)[:0])
-	if n := resp.ContentLength; n > 0 && n <= limit {
+	if n := resp.ContentLength; n > 0 {
 		page.Grow(int(n) + 1) // +1: ReadFrom wants room to see EOF
 	}
 	_, err = page.ReadFrom(io.LimitReader(resp.Body, limit+1))
@@ -280,10 +391,31 @@ func (s *ExporterScraper) fetchNetHTTP(ctx context.Context, target string, limit
 		return nil, "", fmt.Errorf("read body: %w", err)
 	}
 	if int64(page.Len()) > limit {
-		*stage = stageStatus
-		return nil, "", errBodyTooLarge{limit}
+		return nil, "", scrapeErr(ReasonBodyLimit, "body exceeds %d bytes after decoding (body limit)", limit)
 	}
-	return page.Bytes(), expfmt.ResponseFormat(resp.Header), nil
+	return page.Bytes(), resp.Header.Get("Content-Type"), nil
+}
+
+func (s *ExporterScraper) takeBuffer() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.buffers); n > 0 {
+		b := s.buffers[n-1]
+		s.buffers = s.buffers[:n-1]
+		return b
+	}
+	return nil
+}
+
+func (s *ExporterScraper) keepBuffer(b []byte) {
+	if b == nil || cap(b) > maxPooledBody {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.buffers) < maxPooledBuffers {
+		s.buffers = append(s.buffers, b[:0])
+	}
 }
 
 func cmpOr[T int | int64 | time.Duration](v, def T) T {
@@ -292,13 +424,6 @@ func cmpOr[T int | int64 | time.Duration](v, def T) T {
 	}
 	return def
 }
-
-// Stages of a scrape, the label of the error counter.
-const (
-	stageFetch  = "fetch"
-	stageStatus = "status"
-	stageParse  = "parse"
-)
 
 // ScrapeMetrics counts dcgm-exporter scrapes for the collector's /metrics.
 // Register it with a prometheus.Registerer; a nil *ScrapeMetrics counts
@@ -314,7 +439,7 @@ var _ prometheus.Collector = (*ScrapeMetrics)(nil)
 
 // NewScrapeMetrics returns unregistered scrape counters.
 func NewScrapeMetrics() *ScrapeMetrics {
-	const ns, sub = "schedloop", "dcgm_exporter"
+	const ns, sub = "schedloop", "collector"
 	m := &ScrapeMetrics{
 		scrapes: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "scrapes_total",
@@ -322,20 +447,20 @@ func NewScrapeMetrics() *ScrapeMetrics {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "scrape_errors_total",
-			Help: "Failed scrapes of dcgm-exporter targets by stage: fetch (connect, timeout), status (non-200, oversized body), parse (malformed exposition).",
-		}, []string{"stage"}),
+			Help: "Failed scrapes of dcgm-exporter targets by reason: fetch (connect, protocol), timeout, status (non-200), body_limit, sample_limit, parse (malformed exposition), invalid (a value its column cannot hold), canceled (shutdown). Nothing of a failed page is stored.",
+		}, []string{"reason"}),
 		samples: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "samples_total",
+			Namespace: ns, Subsystem: sub, Name: "scrape_samples_total",
 			Help: "GPU samples read from dcgm-exporter targets.",
 		}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "scrape_duration_seconds",
-			Help:    "Duration of one dcgm-exporter scrape, fetch and parse.",
+			Help:    "Duration of one dcgm-exporter scrape: connect, read and parse.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 		}),
 	}
-	for _, st := range []string{stageFetch, stageStatus, stageParse} {
-		m.errors.WithLabelValues(st)
+	for _, r := range reasons {
+		m.errors.WithLabelValues(r)
 	}
 	return m
 }
@@ -356,14 +481,14 @@ func (m *ScrapeMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.duration.Collect(ch)
 }
 
-func (m *ScrapeMetrics) observe(stage string, err error, samples int, d time.Duration) {
+func (m *ScrapeMetrics) observe(err error, samples int, d time.Duration) {
 	if m == nil {
 		return
 	}
 	m.scrapes.Inc()
 	m.duration.Observe(d.Seconds())
 	if err != nil {
-		m.errors.WithLabelValues(stage).Inc()
+		m.errors.WithLabelValues(reasonOf(err)).Inc()
 		return
 	}
 	m.samples.Add(float64(samples))
