@@ -16,7 +16,7 @@ FUZZTIME    ?= 20s
 
 export DATABASE_URL
 
-.PHONY: help build test lint bench web eval fgd-table fuzz postgres postgres-stop demo demo-db demo-smoke clean
+.PHONY: help build test lint bench bench-hostile web eval fgd-table fuzz postgres postgres-stop chromium demo demo-db demo-smoke clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -25,7 +25,7 @@ build: ## build every command into ./bin
 	$(GO) build -o $(BIN)/ $$($(GO) list ./cmd/... | grep -v '/cmd/scheduler$$')
 	$(GO) build -ldflags "$(SCHED_LDFLAGS)" -o $(BIN)/scheduler ./cmd/scheduler
 
-test: postgres ## run every test (starts a local Postgres if none answers)
+test: postgres chromium ## run every test (starts a local Postgres if none answers, installs Chromium if missing)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 lint: ## gofmt and go vet
@@ -68,6 +68,9 @@ fuzz: ## run each fuzz target for FUZZTIME
 
 postgres: ## start a throwaway local Postgres unless one already answers
 	@scripts/postgres-local.sh
+
+chromium: ## install Debian's chromium for the dashboard's browser tests unless one is there
+	@scripts/chromium-local.sh
 
 postgres-stop: ## stop the Postgres that `make postgres` started
 	@scripts/postgres-local.sh stop
