@@ -13,7 +13,7 @@ for p in "${SCHEDLOOP_CHROMIUM:-}" /usr/bin/chromium /usr/bin/chromium-browser; 
   fi
 done
 
-install=(apt-get install -y -qq chromium)
+install=(apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium)
 if [[ $(id -u) -eq 0 ]]; then
   sudo=()
 elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
@@ -24,6 +24,6 @@ else
   exit 1
 fi
 echo "installing Debian's chromium package for the dashboard's browser tests (apt-get install chromium)"
-"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
 DEBIAN_FRONTEND=noninteractive "${sudo[@]}" "${install[@]}" >/dev/null
 echo "Chromium for the dashboard's browser tests: $(command -v chromium)"
