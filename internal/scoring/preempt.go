@@ -7,6 +7,15 @@ import "slices"
 // eviction would let it fit, and the node whose victims matter least is
 // chosen. The simulator and the scheduler plugins share these rules.
 
+// Preemptible reports whether a running job that started at started may be
+// a preemption victim at now: never a job marked non-preemptible, never one
+// that has run for less than PreemptMinRunTime (a job evicted just after
+// it started loses little, but a cluster that keeps doing it never
+// finishes anything).
+func (p Params) Preemptible(started, now int64, nonPreemptible bool) bool {
+	return !nonPreemptible && now-started >= int64(p.PreemptMinRunTime)
+}
+
 // Victim is a running pod that preemption may evict.
 type Victim struct {
 	Priority int32

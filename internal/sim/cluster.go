@@ -66,6 +66,9 @@ type Job struct {
 	// Util is the GPU utilisation while running (0..1): the rest of the
 	// allocated GPU time counts as allocated but idle.
 	Util float64
+	// NonPreemptible marks a job preemption never evicts (inference
+	// serving, by the convention the scheduler reads from its pods).
+	NonPreemptible bool
 	// Predicted is the run time the scheduler expects, used when the
 	// replay has no Predictor (zero: nothing is known).
 	Predicted time.Duration

@@ -120,3 +120,22 @@ func TestReplayRefusesBadOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestPreemptionSparesProtectedJobs(t *testing.T) {
+	bin := scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}
+	high := prio(job("high", 10, 10, 1, 8), 100)
+	// Evicted at 10, low reruns from 20 to 120.
+	checkStarts(t, cluster(1, 8), []Job{job("low", 0, 100, 1, 8), high}, Config{Params: bin, Preemption: true}, []time.Duration{sec(20), sec(10)})
+	inference := job("low", 0, 100, 1, 8)
+	inference.NonPreemptible = true
+	checkStarts(t, cluster(1, 8), []Job{inference, high}, Config{Params: bin, Preemption: true}, []time.Duration{0, sec(100)})
+	young := bin
+	young.PreemptMinRunTime = sec(30) // low has run 10 s when high arrives
+	checkStarts(t, cluster(1, 8), []Job{job("low", 0, 100, 1, 8), high}, Config{Params: young, Preemption: true}, []time.Duration{0, sec(100)})
+	// A gang is evicted whole: both members, and both rerun.
+	res := checkStarts(t, cluster(2, 8), []Job{job("gang", 0, 100, 2, 8), high}, Config{Params: bin, Preemption: true},
+		[]time.Duration{sec(20), sec(10)})
+	if res.Jobs[0].Preemptions != 1 || res.Metrics.Preemptions != 1 {
+		t.Errorf("gang: %+v, want one preemption of the whole gang", res.Jobs[0])
+	}
+}

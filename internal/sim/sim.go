@@ -679,7 +679,14 @@ func (r *replay) preempt(js *jobState, t time.Duration) bool {
 	var bestCand scoring.PreemptionCandidate
 	var bestVictims []*jobState
 	for i, n := range r.p.nodes {
-		refs := r.onNode[i]
+		// Jobs that may not be victims stay on the node as SelectVictims
+		// sees it: they are simply not offered.
+		var refs []podRef
+		for _, ref := range r.onNode[i] {
+			if r.cfg.Preemptible(int64(ref.js.start), int64(t), ref.js.job.NonPreemptible) {
+				refs = append(refs, ref)
+			}
+		}
 		if len(refs) == 0 {
 			continue
 		}

@@ -89,7 +89,9 @@ func (e *Evaluator) Evaluations() int {
 // Evaluate replays c on every replay, in parallel.
 func (e *Evaluator) Evaluate(ctx context.Context, c Candidate) (Evaluation, error) {
 	cfg := e.base
-	cfg.Weights, cfg.Queues, cfg.GangTimeout, cfg.Workload = c.Weights, c.Queues, c.GangTimeout, e.workload
+	// Every field the candidate carries is replayed, the queue policy's
+	// included: a field the replay ignored could never be tuned.
+	cfg.Params, cfg.Workload = c.Params.Clone(), e.workload
 	out := Evaluation{PerReplay: make([]Values, len(e.replays))}
 	errs := make([]error, len(e.replays))
 	sem := make(chan struct{}, e.workers)
@@ -103,7 +105,10 @@ func (e *Evaluator) Evaluate(ctx context.Context, c Candidate) (Evaluation, erro
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			res, err := sim.Run(e.cluster, e.replays[k], cfg)
+			rc := cfg
+			// A predictor learns as its replay goes, so each replay has its own.
+			rc.Predictor = newHistoryPredictor()
+			res, err := sim.Run(e.cluster, e.replays[k], rc)
 			out.PerReplay[k], errs[k] = ValuesOf(res.Metrics), err
 		}()
 	}

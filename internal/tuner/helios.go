@@ -187,27 +187,47 @@ func SchedloopPolicy(name string, s HeliosSetting, opt predict.Options) HeliosPo
 		}
 		params := scoring.Params(s)
 		params.Weights = ConsolidateWeights()
-		return sim.Config{Params: params, Predictor: OnlinePredictor{p}}, nil
+		return sim.Config{Params: params, Predictor: OnlinePredictor{P: p}}, nil
 	}}
 }
 
 // OnlinePredictor adapts a predict.Predictor to a replay: a job's features
-// are its queue, GPUs and priority (what a Philly job carries).
-type OnlinePredictor struct{ P *predict.Predictor }
+// are its queue, GPUs and priority, and with Names its normalised name.
+type OnlinePredictor struct {
+	P *predict.Predictor
+	// Names keys jobs by their normalised names too. Trace jobs named by
+	// their row (Philly's philly-NNNNNN) must not: one name for every job
+	// would shadow the queue levels.
+	Names bool
+}
 
-func features(j *sim.Job) predict.Features {
-	return predict.Features{Queue: j.Queue, GPUs: int(j.DemandMilli() / scoring.MilliPerGPU), Priority: j.Priority}
+func (o OnlinePredictor) features(j *sim.Job) predict.Features {
+	f := predict.Features{Queue: j.Queue, GPUs: int(j.DemandMilli() / scoring.MilliPerGPU), Priority: j.Priority}
+	if o.Names {
+		f.Name = predict.NormaliseName(j.Name)
+	}
+	return f
 }
 
 // Predict implements sim.Predictor.
 func (o OnlinePredictor) Predict(j *sim.Job, _ time.Duration) time.Duration {
-	d, _ := o.P.Predict(features(j))
+	d, _ := o.P.Predict(o.features(j))
 	return d
 }
 
 // Observe implements sim.Predictor.
 func (o OnlinePredictor) Observe(j *sim.Job, ran, now time.Duration) {
-	o.P.Observe(features(j), ran, now)
+	o.P.Observe(o.features(j), ran, now)
+}
+
+// newHistoryPredictor is the predictor a replay of stored history uses:
+// the documented defaults, jobs keyed by name as well.
+func newHistoryPredictor() sim.Predictor {
+	p, err := predict.New(predict.DefaultOptions())
+	if err != nil {
+		panic("tuner: the default predictor options are invalid: " + err.Error())
+	}
+	return OnlinePredictor{P: p, Names: true}
 }
 
 // HeliosOutcome is one policy's result: job-weighted means over all VCs.

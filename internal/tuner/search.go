@@ -101,7 +101,7 @@ func movesPerRound(c Candidate) int {
 			limited++
 		}
 	}
-	return 2*len(scoring.Terms) + 2*limited + 2
+	return 2*len(scoring.Terms) + 2*limited + 2 + len(policyMoves(c, 1))
 }
 
 func moves(c Candidate, b Bounds, scale float64) []move {
@@ -148,5 +148,73 @@ func moves(c Candidate, b Bounds, scale float64) []move {
 			n.GangTimeout = max(time.Duration(float64(eff)*shrink), MinGangTimeout).Round(time.Second)
 			return n
 		}})
+	return append(out, policyMoves(c, scale)...)
+}
+
+// Starting points for a queue-policy duration that is zero (off): a
+// starvation bound of a day, a reservation threshold of ten minutes, a
+// preemption minimum run time of ten minutes; from there the search halves
+// and doubles them.
+const (
+	startStarvationBound      = 24 * time.Hour
+	startReservationThreshold = 10 * time.Minute
+	startPreemptMinRunTime    = 10 * time.Minute
+)
+
+// policyMoves tries the queue policy's fields together with the weights:
+// every other order, the starvation bound, reservations on or off and
+// their threshold, and the preemption minimum run time.
+func policyMoves(c Candidate, scale float64) []move {
+	var out []move
+	for _, o := range scoring.OrderPolicies {
+		if o == c.EffectiveOrder() {
+			continue
+		}
+		out = append(out, move{"order " + string(o), func(c Candidate) Candidate {
+			n := c.Clone()
+			n.Order = o
+			return n
+		}})
+	}
+	dur := func(name string, get func(*Candidate) *time.Duration, start time.Duration) {
+		cur := *get(&c)
+		if cur == 0 {
+			// From off there is one way: on, at the starting point.
+			out = append(out, move{fmt.Sprintf("%s %s", name, start), func(c Candidate) Candidate {
+				n := c.Clone()
+				*get(&n) = start
+				return n
+			}})
+			return
+		}
+		for _, f := range []float64{1 + scale, 1 / (1 + scale)} {
+			next := min(time.Duration(float64(cur)*f), scoring.MaxPolicyDuration).Round(time.Second)
+			out = append(out, move{fmt.Sprintf("%s %s", name, next), func(c Candidate) Candidate {
+				n := c.Clone()
+				*get(&n) = next
+				return n
+			}})
+		}
+		out = append(out, move{name + " off", func(c Candidate) Candidate {
+			n := c.Clone()
+			*get(&n) = 0
+			return n
+		}})
+	}
+	dur("starvationBound", func(c *Candidate) *time.Duration { return &c.StarvationBound }, startStarvationBound)
+	dur("preemption.minRunTime", func(c *Candidate) *time.Duration { return &c.PreemptMinRunTime }, startPreemptMinRunTime)
+	if !c.Reservation {
+		return append(out, move{"reservation on", func(c Candidate) Candidate {
+			n := c.Clone()
+			n.Reservation = true
+			return n
+		}})
+	}
+	out = append(out, move{"reservation off", func(c Candidate) Candidate {
+		n := c.Clone()
+		n.Reservation, n.ReservationThreshold = false, 0
+		return n
+	}})
+	dur("reservation.threshold", func(c *Candidate) *time.Duration { return &c.ReservationThreshold }, startReservationThreshold)
 	return out
 }
