@@ -38,12 +38,17 @@ bench: postgres ## run the benchmarks and print each headline figure as `BENCH <
 	@# the median of each as a BENCH line (raw output goes to stderr).
 	$(GO) test -run '^$$' -bench '^BenchmarkBulkIngest$$' -benchtime 3x -count 5 ./internal/store/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkScrapeRound$$' -benchtime 400x -count 5 ./internal/dcgm/ | $(GO) run ./scripts/benchreport
-	$(GO) test -run '^$$' -bench '^BenchmarkCollectorEndToEnd$$' -benchtime 1x -count 5 ./internal/collector/ | $(GO) run ./scripts/benchreport
+	$(GO) test -run '^$$' -bench '^BenchmarkParseOpenMetricsVsText$$' -benchtime 20x -count 5 ./internal/dcgm/ | $(GO) run ./scripts/benchreport
+	$(GO) test -run '^$$' -bench '^BenchmarkCollectorCoresPer100kGPUs$$' -benchtime 1x -count 3 ./internal/collector/ | $(GO) run ./scripts/benchreport
+	$(MAKE) --no-print-directory bench-hostile
 	$(GO) test -run '^$$' -bench '^(BenchmarkOpenbReplay|BenchmarkCandidates)$$' -benchtime 3x -count 5 ./internal/sim/ ./internal/tuner/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkDashboardAPI$$' -benchtime 1x -count 3 ./internal/api/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkAPIStorm$$' -benchtime 1x -count 1 -timeout 30m ./internal/api/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkSchedulerThroughput$$' -benchtime 1x -timeout 30m ./internal/schedplugins/bench/ -args -sched.nodes 1000 -sched.pods 10000 | $(GO) run ./scripts/benchreport
 	scripts/bench-harness.sh
+
+bench-hostile: ## 100 exporters beside 4 hostile ones for 5 minutes at 15 s: BENCH collector_hostile_target_good_scrape_ratio (~6 min)
+	$(GO) test -run '^$$' -bench '^BenchmarkHostileTargets$$' -benchtime 1x -count 1 -timeout 20m ./internal/collector/ | $(GO) run ./scripts/benchreport
 
 web: ## rebuild the dashboard assets (web/dist, embedded into the collector) from web/'s package files
 	cd web && npm ci && npm run build
