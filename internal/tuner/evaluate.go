@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/sim"
 )
@@ -66,6 +67,10 @@ func NewEvaluator(w Workload, r Replays, base sim.Config) *Evaluator {
 // Evaluation is a candidate's outcome on each replay.
 type Evaluation struct {
 	PerReplay []Values
+	// Prediction is how well the replays' run-time predictions (made at
+	// each submission from the jobs the replay had finished) matched the
+	// run times, on the first replay (the history as recorded).
+	Prediction predict.Accuracy
 }
 
 // Mean averages each metric over the replays.
@@ -110,6 +115,9 @@ func (e *Evaluator) Evaluate(ctx context.Context, c Candidate) (Evaluation, erro
 			rc.Predictor = newHistoryPredictor()
 			res, err := sim.Run(e.cluster, e.replays[k], rc)
 			out.PerReplay[k], errs[k] = ValuesOf(res.Metrics), err
+			if k == 0 && err == nil {
+				out.Prediction = predictionAccuracy(e.replays[k], res)
+			}
 		}()
 	}
 	wg.Wait()
@@ -122,6 +130,18 @@ func (e *Evaluator) Evaluate(ctx context.Context, c Candidate) (Evaluation, erro
 		}
 	}
 	return out, nil
+}
+
+// predictionAccuracy compares the run times a replay predicted with the
+// jobs' run times, over the jobs that finished.
+func predictionAccuracy(jobs []sim.Job, res sim.Result) predict.Accuracy {
+	var pred, ran []float64
+	for i, o := range res.Jobs {
+		if o.State == sim.Done {
+			pred, ran = append(pred, o.Predicted.Seconds()), append(ran, jobs[i].Duration.Seconds())
+		}
+	}
+	return predict.Measure(pred, ran)
 }
 
 // Comparison is a candidate against a reference on the same replays.

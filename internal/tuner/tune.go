@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/sim"
 )
@@ -35,20 +36,23 @@ type Input struct {
 // Report is the evidence of one tuning run; it is stored with the profile
 // and printed by `tuner explain`.
 type Report struct {
-	Name        string           `json:"name"`
-	Current     profile.Document `json:"current"`
-	Proposed    profile.Document `json:"proposed"`
-	Changes     []string         `json:"changes"`
-	Objective   string           `json:"objective"`
-	Margin      float64          `json:"margin"`
-	Replays     int              `json:"replays"`
-	JitterS     float64          `json:"jitterSeconds"`
-	TrainJobs   int              `json:"trainJobs"`
-	HeldJobs    int              `json:"heldOutJobs"`
-	CutS        float64          `json:"cutSeconds"`
-	Train       Comparison       `json:"train"`
-	HeldOut     Comparison       `json:"heldOut"`
-	Decision    Decision         `json:"decision"`
+	Name      string           `json:"name"`
+	Current   profile.Document `json:"current"`
+	Proposed  profile.Document `json:"proposed"`
+	Changes   []string         `json:"changes"`
+	Objective string           `json:"objective"`
+	Margin    float64          `json:"margin"`
+	Replays   int              `json:"replays"`
+	JitterS   float64          `json:"jitterSeconds"`
+	TrainJobs int              `json:"trainJobs"`
+	HeldJobs  int              `json:"heldOutJobs"`
+	CutS      float64          `json:"cutSeconds"`
+	Train     Comparison       `json:"train"`
+	HeldOut   Comparison       `json:"heldOut"`
+	Decision  Decision         `json:"decision"`
+	// Prediction is the run-time predictor's accuracy on the held-out
+	// history, each job predicted from the jobs finished before it.
+	Prediction  predict.Accuracy `json:"prediction"`
 	Steps       []Step           `json:"steps"`
 	Evaluations int              `json:"evaluations"`
 	ElapsedS    float64          `json:"elapsedSeconds"`
@@ -98,7 +102,7 @@ func Tune(ctx context.Context, in Input) (Report, error) {
 		Objective: in.Objective.String(), Margin: in.Guard.Margin, Replays: len(curHeld.PerReplay),
 		JitterS: in.Replays.Jitter.Seconds(), TrainJobs: len(train), HeldJobs: len(held), CutS: cut.Seconds(),
 		Train: Compare(in.Objective, bestEval, curTrain), HeldOut: Compare(in.Objective, bestHeld, curHeld),
-		Steps: steps, Evaluations: te.Evaluations() + he.Evaluations(), Created: in.Now().UTC(),
+		Steps: steps, Evaluations: te.Evaluations() + he.Evaluations(), Created: in.Now().UTC(), Prediction: curHeld.Prediction,
 	}
 	r.Decision = in.Guard.Decide(r.HeldOut, best.Key() != cur.Key())
 	r.ElapsedS = in.Now().Sub(start).Seconds()
@@ -158,6 +162,10 @@ func (r Report) Explain(w io.Writer) error {
 	fmt.Fprintf(tw, "evidence: %d training jobs, %d held-out jobs after %s; %d replays (arrival jitter ±%s); %d simulations in %.1fs\n",
 		r.TrainJobs, r.HeldJobs, time.Duration(r.CutS*float64(time.Second)).Round(time.Second), r.Replays,
 		time.Duration(r.JitterS*float64(time.Second)), r.Evaluations, r.ElapsedS)
+	if p := r.Prediction; p.Jobs > 0 {
+		fmt.Fprintf(tw, "run-time prediction on the held-out jobs (each from the jobs finished before it): Spearman %.2f, %.0f%% within 2x of actual, %d jobs\n",
+			p.Spearman, 100*p.Within2x, p.Jobs)
+	}
 	fmt.Fprintln(tw, "\nchanges:")
 	if len(r.Changes) == 0 {
 		fmt.Fprintln(tw, "  none")

@@ -165,7 +165,11 @@ func TestTuneOnPhillySlice(t *testing.T) {
 	if a.String() != b.String() {
 		t.Errorf("explain differs after the evidence round trip:\n%s\n---\n%s", a.String(), b.String())
 	}
-	for _, s := range []string{"profile tuned-test (from default)", "held-out days:", "mean_jct_s", "gpu_idle_share", "objective gain"} {
+	if r.Prediction.Jobs == 0 || r.Prediction.Jobs > r.HeldJobs || r.Prediction.Within2x <= 0 {
+		t.Errorf("prediction accuracy on the held-out jobs: %+v of %d", r.Prediction, r.HeldJobs)
+	}
+	for _, s := range []string{"profile tuned-test (from default)", "held-out days:", "mean_jct_s", "gpu_idle_share", "objective gain",
+		"run-time prediction on the held-out jobs"} {
 		if !strings.Contains(a.String(), s) {
 			t.Errorf("explain lacks %q:\n%s", s, a.String())
 		}
