@@ -7,18 +7,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/podspec"
-)
-
-// Labels and annotations read from pods and nodes.
-const (
-	labelQueue       = "kueue.x-k8s.io/queue-name"
-	labelGPUProduct  = podspec.LabelGPUProduct
-	annotationGPUMil = "schedloop.io/gpu-milli"
 )
 
 // clock turns the apiserver's timestamps into the times stored. Kubernetes
@@ -86,38 +78,20 @@ func (s *podSeen) observe(pod *corev1.Pod, now time.Time) {
 	}
 }
 
-// gpuRequest is the whole GPUs a pod asks for (requests, else limits).
-func gpuRequest(pod *corev1.Pod) int {
-	total := 0
-	for _, c := range pod.Spec.Containers {
-		q, ok := c.Resources.Requests[schedloop.GPUResourceName]
-		if !ok {
-			q = c.Resources.Limits[schedloop.GPUResourceName]
-		}
-		total += int(q.Value())
-	}
-	return total
-}
-
 // toPod converts a pod as last seen.
 func (c clock) toPod(pod *corev1.Pod, seen *podSeen, jobUID string) schedloop.Pod {
+	// What the scheduler accounts (containers, init containers, overhead;
+	// a GPU share as GPUs 1 with its milli-GPU), read as the scheduler reads
+	// it. A share no node can honour is recorded without it, as the
+	// scheduler's view has it.
+	f, _ := podspec.Read(pod)
 	p := schedloop.Pod{
 		UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name, JobUID: jobUID,
-		Queue: pod.Labels[labelQueue], SchedulerName: pod.Spec.SchedulerName,
-		GPUs: gpuRequest(pod), Node: pod.Spec.NodeName,
+		Queue: f.Queue, SchedulerName: pod.Spec.SchedulerName, Priority: f.Priority,
+		GPUs: f.Request.GPUs, GPUMilli: f.Request.GPUMilli, CPUMilli: f.Request.CPUMilli, MemoryMiB: f.Request.MemoryMiB,
+		GPUModels: f.Request.GPUModels, Node: pod.Spec.NodeName,
 		Created: c.refine(pod.CreationTimestamp.Time, seen.created),
 		Phase:   schedloop.PhasePending,
-	}
-	if pod.Spec.Priority != nil {
-		p.Priority = *pod.Spec.Priority
-	}
-	// The requests the scheduler accounts (containers, init containers,
-	// overhead), as kube-scheduler computes them.
-	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	p.CPUMilli, p.MemoryMiB = reqs.Cpu().MilliValue(), reqs.Memory().Value()>>20
-	p.GPUModels = podspec.GPUModels(pod)
-	if v, err := strconv.Atoi(pod.Annotations[annotationGPUMil]); err == nil && v > 0 && v <= 1000 {
-		p.GPUMilli = v
 	}
 	if pod.Spec.NodeName != "" {
 		var api time.Time
@@ -173,7 +147,7 @@ func (g group) job(gpusPerMember int, priority int32) schedloop.Job {
 // spec.minMember or Kubernetes' spec.schedulingPolicy.gang.minCount.
 func (c clock) groupFromUnstructured(u *unstructured.Unstructured, observed time.Time) group {
 	g := group{uid: string(u.GetUID()), namespace: u.GetNamespace(), name: u.GetName(),
-		queue: u.GetLabels()[labelQueue], minMember: 1,
+		queue: u.GetLabels()[podspec.LabelQueue], minMember: 1,
 		created: c.refine(u.GetCreationTimestamp().Time, observed)}
 	if u.GroupVersionKind().Group == podgroup.Group {
 		if n, ok, _ := unstructured.NestedInt64(u.Object, "spec", "minMember"); ok && n > 0 {
@@ -196,7 +170,7 @@ func loneJob(p schedloop.Pod) schedloop.Job {
 // toNode converts a node.
 func (c clock) toNode(n *corev1.Node, now time.Time) schedloop.Node {
 	out := schedloop.Node{Name: n.Name, Labels: n.Labels, Topology: map[string]string{},
-		GPUModel: n.Labels[labelGPUProduct], FirstSeen: c.at(n.CreationTimestamp.Time), LastSeen: c.mapTime(now)}
+		GPUModel: n.Labels[podspec.LabelGPUProduct], FirstSeen: c.at(n.CreationTimestamp.Time), LastSeen: c.mapTime(now)}
 	for k, v := range n.Labels {
 		if strings.Contains(k, "topology") {
 			out.Topology[k] = v

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +28,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/schedloop/schedloop/internal/harness/exporter"
+	"github.com/schedloop/schedloop/internal/podspec"
+	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/trace"
 )
 
@@ -48,11 +52,11 @@ const (
 	// LabelJob on a pod names the trace job it belongs to.
 	LabelJob = "schedloop.io/job"
 	// LabelQueue is the queue label schedloop accepts (Kueue's).
-	LabelQueue = "kueue.x-k8s.io/queue-name"
+	LabelQueue = podspec.LabelQueue
 	// LabelGPUProduct is the GPU model label GPU feature discovery sets.
-	LabelGPUProduct = "nvidia.com/gpu.product"
+	LabelGPUProduct = podspec.LabelGPUProduct
 	// ResourceGPU is the whole-GPU extended resource.
-	ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+	ResourceGPU = podspec.ResourceGPU
 )
 
 // NodeOptions configure the simulated machines.
@@ -93,16 +97,18 @@ type Nodes struct {
 }
 
 type machine struct {
-	spec  trace.Node
-	owner []string // pod key holding each GPU; "" when free
-	uuid  []string
+	spec trace.Node
+	// gpus is what each device has free (milli-GPU), kept with scoring's
+	// accounting as the simulator keeps it; only its devices are used.
+	gpus *scoring.Node
+	uuid []string
 }
 
 // podRun is what the runner knows of a pod it admitted.
 type podRun struct {
 	uid       types.UID
 	node      string
-	gpus      []int
+	alloc     scoring.Allocation // the devices and share the pod holds
 	container string
 	util, mem float64
 	started   time.Time
@@ -137,7 +143,7 @@ func (c *Cluster) AddNodes(ctx context.Context, nodes []trace.Node, opts NodeOpt
 		if _, dup := n.machines[spec.Name]; dup {
 			return nil, fmt.Errorf("node %s: listed twice", spec.Name)
 		}
-		m := &machine{spec: spec, owner: make([]string, spec.GPUs), uuid: make([]string, spec.GPUs)}
+		m := &machine{spec: spec, gpus: scoring.NewNode(spec.Name, spec.GPUModel, spec.GPUs, 0, 0), uuid: make([]string, spec.GPUs)}
 		for i := range m.uuid {
 			m.uuid[i] = "GPU-" + uuid.NewSHA1(uuid.NameSpaceOID, []byte(spec.Name+"/"+strconv.Itoa(i))).String()
 		}
@@ -210,15 +216,30 @@ func (n *Nodes) GPUs(node string) []exporter.GPU {
 	if m == nil {
 		return nil
 	}
-	out := make([]exporter.GPU, len(m.owner))
-	for i, key := range m.owner {
-		g := exporter.GPU{Index: i, UUID: m.uuid[i], Model: modelName(m.spec.GPUModel), MemoryMiB: gpuMemory(m.spec)}
-		if r := n.runs[key]; key != "" && r != nil {
-			ns, name, _ := cache.SplitMetaNamespaceKey(key)
-			g.Pod, g.Namespace, g.Container = name, ns, r.container
-			g.Util, g.MemFraction = r.util, r.mem
+	out := make([]exporter.GPU, m.gpus.GPUCap())
+	for i := range out {
+		out[i] = exporter.GPU{Index: i, UUID: m.uuid[i], Model: modelName(m.spec.GPUModel), MemoryMiB: gpuMemory(m.spec)}
+	}
+	// dcgm-exporter names one pod per device: a shared device is shown
+	// under the pod holding the largest share (the first by key on ties),
+	// busy and filled in proportion to each holder's share.
+	held := make([]int, len(out))
+	for _, key := range slices.Sorted(maps.Keys(n.runs)) {
+		r := n.runs[key]
+		if r.node != node {
+			continue
 		}
-		out[i] = g
+		share := float64(r.alloc.Milli) / scoring.MilliPerGPU
+		for _, i := range r.alloc.Devices {
+			g := &out[i]
+			if r.alloc.Milli > held[i] {
+				ns, name, _ := cache.SplitMetaNamespaceKey(key)
+				g.Pod, g.Namespace, g.Container = name, ns, r.container
+				held[i] = r.alloc.Milli
+			}
+			g.Util = min(g.Util+r.util*share, 1)
+			g.MemFraction = min(g.MemFraction+r.mem*share, 1)
+		}
 	}
 	return out
 }
@@ -307,6 +328,9 @@ func nodeStatus(spec trace.Node, now time.Time) corev1.NodeStatus {
 	}
 	if spec.GPUs > 0 {
 		res[ResourceGPU] = *resource.NewQuantity(int64(spec.GPUs), resource.DecimalSI)
+		// Every simulated GPU can be shared: pods ask for a share with
+		// podspec.ResourceGPUMilli, and admit honours the device recorded.
+		res[podspec.ResourceGPUMilli] = *resource.NewQuantity(int64(spec.GPUs)*scoring.MilliPerGPU, resource.DecimalSI)
 	}
 	for name, count := range spec.MIG {
 		res[corev1.ResourceName(name)] = *resource.NewQuantity(int64(count), resource.DecimalSI)
@@ -440,7 +464,8 @@ func (n *Nodes) sync(ctx context.Context, key string) error {
 // admit gives the pod its GPUs and marks it Running, or fails it the way a
 // kubelet does when the devices are not there.
 func (n *Nodes) admit(ctx context.Context, key string, pod *corev1.Pod) error {
-	want := gpuRequest(pod)
+	want := podspec.Request(pod)
+	want = scoring.Request{GPUs: want.GPUs, GPUMilli: want.GPUMilli}
 	now := time.Now()
 	r := &podRun{uid: pod.UID, node: pod.Spec.NodeName, started: now, outcome: trace.Succeeded,
 		container: pod.Spec.Containers[0].Name, util: trace.DefaultUtil}
@@ -449,23 +474,19 @@ func (n *Nodes) admit(ctx context.Context, key string, pod *corev1.Pod) error {
 	}
 	n.mu.Lock()
 	m := n.machines[r.node]
-	for i, owner := range m.owner {
-		if len(r.gpus) == want {
-			break
-		}
-		if owner == "" {
-			r.gpus = append(r.gpus, i)
-		}
+	// The devices the scheduler recorded, as a share-aware device plugin
+	// honours them; a pod placed without a record gets what fits best.
+	devices, recorded := podspec.Devices(pod)
+	if !recorded {
+		devices = scoring.BestFitDevices(m.gpus, want)
 	}
-	if len(r.gpus) < want {
-		free := len(r.gpus)
+	alloc, err := m.gpus.Allocate(want, devices)
+	if err != nil && want.GPUs > 0 {
 		n.mu.Unlock()
-		msg := fmt.Sprintf("Allocate failed due to requested number of devices unavailable for %s. Requested: %d, Available: %d", ResourceGPU, want, free)
+		msg := fmt.Sprintf("Allocate failed: devices %v cannot serve %d GPUs (%d milli-GPU each): %v", devices, want.GPUs, want.TotalGPUMilli()/int64(want.GPUs), err)
 		return n.patchStatus(ctx, pod, failedStatus(pod, now, "UnexpectedAdmissionError", msg))
 	}
-	for _, i := range r.gpus {
-		m.owner[i] = key
-	}
+	r.alloc = alloc
 	n.runs[key] = r
 	n.podIP++
 	ip := n.podIP
@@ -505,11 +526,7 @@ func (n *Nodes) release(key string) {
 	}
 	delete(n.runs, key)
 	if m := n.machines[r.node]; m != nil {
-		for _, i := range r.gpus {
-			if m.owner[i] == key {
-				m.owner[i] = ""
-			}
-		}
+		m.gpus.Release(r.alloc)
 	}
 }
 
@@ -551,19 +568,6 @@ func fraction(a map[string]string, key string, def float64) (float64, error) {
 		return 0, fmt.Errorf("annotation %s: %q is not a number in 0..1", key, s)
 	}
 	return v, nil
-}
-
-// gpuRequest is the number of whole GPUs the pod's containers ask for.
-func gpuRequest(pod *corev1.Pod) int {
-	total := 0
-	for _, c := range pod.Spec.Containers {
-		q, ok := c.Resources.Requests[ResourceGPU]
-		if !ok {
-			q = c.Resources.Limits[ResourceGPU]
-		}
-		total += int(q.Value())
-	}
-	return total
 }
 
 func runningStatus(pod *corev1.Pod, now time.Time, ip uint32) corev1.PodStatus {

@@ -1,13 +1,186 @@
-// Package podspec is the one reading of the GPU-related parts of Kubernetes
-// objects that both the scheduler plugins and the collector need, so what the
-// scheduler placed on and what the collector records can never disagree.
+// Package podspec is the one reading of a pod's scheduling facts — what it
+// asks of a node (GPUs whole or shared, MIG instances, CPU, memory, GPU
+// models), its queue, its gang, its priority and its topology requirement —
+// and the one definition of every label, annotation and resource name those
+// facts come from. The scheduler plugins, the collector, the harness and the
+// trace player all read pods through it, so what the scheduler placed, what
+// the collector records and what a replay models can never disagree.
+//
 // It holds no placement rule and no client code.
 package podspec
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"fmt"
+	"strconv"
+	"strings"
 
-// LabelGPUProduct is the GPU model label GPU feature discovery sets on nodes.
-const LabelGPUProduct = "nvidia.com/gpu.product"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/scoring"
+)
+
+const (
+	// ResourceGPU is the whole-GPU extended resource the NVIDIA device
+	// plugin advertises.
+	ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+	// ResourceGPUMilli asks for a share of one GPU, in thousandths (1..999;
+	// 1000 is a whole GPU and is asked for as ResourceGPU). A node offering
+	// shares advertises it as 1000 per GPU; schedloop's scheduler accounts
+	// shares per device, so a share is placed only on a device with that
+	// much left, and a pod asks for one or the other, never both.
+	ResourceGPUMilli corev1.ResourceName = "schedloop.io/gpu-milli"
+	// ResourceMIGPrefix starts the MIG instance resources of the NVIDIA
+	// device plugin's mixed strategy (nvidia.com/mig-1g.10gb, ...).
+	ResourceMIGPrefix = "nvidia.com/mig-"
+
+	// LabelGPUProduct is the GPU model label GPU feature discovery sets on nodes.
+	LabelGPUProduct = "nvidia.com/gpu.product"
+	// LabelQueue names a pod's queue: Kueue's label, accepted as is.
+	LabelQueue = "kueue.x-k8s.io/queue-name"
+	// LabelPodGroup names the PodGroup (same namespace) a pod belongs to.
+	LabelPodGroup = podgroup.LabelPodGroup
+
+	// AnnotationTopologyRequired on a gang's pods requires one topology
+	// level, naming it by its label key; AnnotationKueueTopologyRequired,
+	// Kueue's, is accepted as is (schedloop's wins when both are set).
+	AnnotationTopologyRequired      = "schedloop.io/topology-required"
+	AnnotationKueueTopologyRequired = "kueue.x-k8s.io/podset-required-topology"
+	// AnnotationGPUDevices on a GPU pod lists the indices of the devices it
+	// holds ("0,3"), as schedloop's scheduler chose them when it reserved
+	// the pod (written at PreBind). Shares are accounted per device, so the
+	// node side must honour the choice: the harness's simulated nodes do,
+	// and a device plugin serving shares must. The collector records it.
+	AnnotationGPUDevices = "schedloop.io/gpu-devices"
+)
+
+// Facts are a pod's scheduling facts.
+type Facts struct {
+	// Request is what one pod asks of a node, as kube-scheduler accounts
+	// it: the larger of its init containers and the sum of its containers,
+	// plus overhead. GPUs counts whole GPUs, or is 1 with GPUMilli set for
+	// a share; GPUModels comes from GPUModels.
+	Request scoring.Request
+	// MIG counts the MIG instances asked for by profile ("1g.10gb"). The
+	// framework's own resource fit places them; scoring does not model them.
+	MIG map[string]int64
+	// Queue is the pod's queue, "" for none (never limited).
+	Queue string
+	// Gang is the pod's PodGroup name, "" for a lone pod; GangKey is
+	// namespace/name.
+	Gang, GangKey string
+	// Priority is the pod's resolved priority (0 when none was set).
+	Priority int32
+	// TopologyRequired is the label key of the topology level the pod's
+	// gang must stay within, "" for none.
+	TopologyRequired string
+}
+
+// Read reads pod's scheduling facts. The error names the resource or field
+// that no node could honour the way it is written (a share outside 1..999,
+// a share beside whole GPUs); Facts are still filled as far as they could be
+// read, with the share dropped.
+func Read(pod *corev1.Pod) (Facts, error) {
+	f := Facts{Queue: pod.Labels[LabelQueue], TopologyRequired: TopologyRequired(pod)}
+	if f.Gang = pod.Labels[LabelPodGroup]; f.Gang != "" {
+		f.GangKey = pod.Namespace + "/" + f.Gang
+	}
+	if pod.Spec.Priority != nil {
+		f.Priority = *pod.Spec.Priority
+	}
+	var err error
+	f.Request, f.MIG, err = request(pod)
+	return f, err
+}
+
+// Request is Read's Request alone, with a share that cannot be honoured
+// dropped (Read says why).
+func Request(pod *corev1.Pod) scoring.Request {
+	r, _, _ := request(pod)
+	return r
+}
+
+func request(pod *corev1.Pod) (scoring.Request, map[string]int64, error) {
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	r := scoring.Request{CPUMilli: reqs.Cpu().MilliValue(), MemoryMiB: reqs.Memory().Value() >> 20,
+		GPUModels: GPUModels(pod)}
+	if q, ok := reqs[ResourceGPU]; ok {
+		r.GPUs = int(q.Value())
+	}
+	var mig map[string]int64
+	for name, q := range reqs {
+		if p, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && !q.IsZero() {
+			if mig == nil {
+				mig = map[string]int64{}
+			}
+			mig[p] = q.Value()
+		}
+	}
+	q, ok := reqs[ResourceGPUMilli]
+	if !ok || q.IsZero() {
+		return r, mig, nil
+	}
+	milli := q.Value()
+	switch {
+	case milli < 1 || milli >= scoring.MilliPerGPU || q.Cmp(*resource.NewQuantity(milli, resource.DecimalSI)) != 0:
+		return r, mig, fmt.Errorf("pod %s/%s: resource %s: %s is not a share of one GPU (1..%d; ask for whole GPUs as %s)",
+			pod.Namespace, pod.Name, ResourceGPUMilli, q.String(), scoring.MilliPerGPU-1, ResourceGPU)
+	case r.GPUs > 0:
+		return r, mig, fmt.Errorf("pod %s/%s: resource %s: a share beside %d whole %s; ask for one or the other",
+			pod.Namespace, pod.Name, ResourceGPUMilli, r.GPUs, ResourceGPU)
+	}
+	r.GPUs, r.GPUMilli = 1, int(milli)
+	return r, mig, nil
+}
+
+// Devices is the devices recorded on pod (AnnotationGPUDevices); ok is
+// false when none are, or the record is not a list of device indices.
+func Devices(pod *corev1.Pod) (devices []int, ok bool) {
+	s := pod.Annotations[AnnotationGPUDevices]
+	if s == "" {
+		return nil, false
+	}
+	for _, f := range strings.Split(s, ",") {
+		d, err := strconv.Atoi(f)
+		if err != nil || d < 0 {
+			return nil, false
+		}
+		devices = append(devices, d)
+	}
+	return devices, true
+}
+
+// FormatDevices is the AnnotationGPUDevices value for devices.
+func FormatDevices(devices []int) string {
+	parts := make([]string, len(devices))
+	for i, d := range devices {
+		parts[i] = strconv.Itoa(d)
+	}
+	return strings.Join(parts, ",")
+}
+
+// GangKey is namespace/name of the PodGroup pod belongs to.
+func GangKey(pod *corev1.Pod) (key, name string, ok bool) {
+	name = pod.Labels[LabelPodGroup]
+	if name == "" {
+		return "", "", false
+	}
+	return pod.Namespace + "/" + name, name, true
+}
+
+// Queue is the queue pod is submitted to, "" for none.
+func Queue(pod *corev1.Pod) string { return pod.Labels[LabelQueue] }
+
+// TopologyRequired is the label key of the topology level pod's gang must
+// stay within, "" for none.
+func TopologyRequired(pod *corev1.Pod) string {
+	if v := pod.Annotations[AnnotationTopologyRequired]; v != "" {
+		return v
+	}
+	return pod.Annotations[AnnotationKueueTopologyRequired]
+}
 
 // GPUModels is the GPU models a pod may run on, when it says so the simple
 // ways: a nodeSelector on the product label, or one required node-affinity
@@ -31,4 +204,25 @@ func GPUModels(pod *corev1.Pod) []string {
 		}
 	}
 	return nil
+}
+
+// Resources is the resource list a pod (one container) asks for to get r:
+// whole GPUs as ResourceGPU, a share as ResourceGPUMilli. The trace player
+// writes pods with it, so a replayed job asks live for what the simulator
+// models.
+func Resources(r scoring.Request) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	switch {
+	case r.Shared():
+		out[ResourceGPUMilli] = *resource.NewQuantity(int64(r.GPUMilli), resource.DecimalSI)
+	case r.GPUs > 0:
+		out[ResourceGPU] = *resource.NewQuantity(int64(r.GPUs), resource.DecimalSI)
+	}
+	if r.CPUMilli > 0 {
+		out[corev1.ResourceCPU] = *resource.NewMilliQuantity(r.CPUMilli, resource.DecimalSI)
+	}
+	if r.MemoryMiB > 0 {
+		out[corev1.ResourceMemory] = *resource.NewQuantity(r.MemoryMiB<<20, resource.BinarySI)
+	}
+	return out
 }

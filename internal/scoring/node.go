@@ -169,25 +169,36 @@ func (n *Node) Allocate(r Request, devices []int) (Allocation, error) {
 	if reason := n.Fit(r); reason != Fits {
 		return Allocation{}, fmt.Errorf("node %s: %s", n.Name, reason)
 	}
-	milli := MilliPerGPU
-	want := r.GPUs
+	milli, err := n.TakeDevices(r, devices)
+	if err != nil {
+		return Allocation{}, err
+	}
+	n.CPUMilliFree -= r.CPUMilli
+	n.MemoryMiBFree -= r.MemoryMiB
+	return Allocation{Node: n.Name, CPUMilli: r.CPUMilli, MemoryMiB: r.MemoryMiB, Devices: slices.Clone(devices), Milli: milli}, nil
+}
+
+// TakeDevices is the GPU part of Allocate: it takes r's share of each of
+// devices, or returns an error changing nothing when they cannot serve r.
+// The scheduler rebuilds a node's devices from the pods on it with it,
+// whose CPU and memory the framework has already counted.
+func (n *Node) TakeDevices(r Request, devices []int) (milli int, err error) {
+	milli = MilliPerGPU
 	if r.Shared() {
 		milli = r.GPUMilli
 	}
-	if len(devices) != want {
-		return Allocation{}, fmt.Errorf("node %s: %d devices chosen for a request of %d", n.Name, len(devices), want)
+	if len(devices) != r.GPUs {
+		return 0, fmt.Errorf("node %s: %d devices chosen for a request of %d", n.Name, len(devices), r.GPUs)
 	}
 	for i, d := range devices {
 		if d < 0 || d >= len(n.GPUFree) || n.GPUFree[d] < milli || slices.Contains(devices[:i], d) {
-			return Allocation{}, fmt.Errorf("node %s: device %d cannot give %d milli-GPU", n.Name, d, milli)
+			return 0, fmt.Errorf("node %s: device %d cannot give %d milli-GPU", n.Name, d, milli)
 		}
 	}
 	for _, d := range devices {
 		n.GPUFree[d] -= milli
 	}
-	n.CPUMilliFree -= r.CPUMilli
-	n.MemoryMiBFree -= r.MemoryMiB
-	return Allocation{Node: n.Name, CPUMilli: r.CPUMilli, MemoryMiB: r.MemoryMiB, Devices: slices.Clone(devices), Milli: milli}, nil
+	return milli, nil
 }
 
 // Release returns what a earlier Allocate took.

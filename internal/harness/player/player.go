@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
@@ -30,6 +29,8 @@ import (
 
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/podspec"
+	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/trace"
 )
 
@@ -256,23 +257,15 @@ func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 		harness.AnnotationOutcome:  string(j.Outcome),
 		harness.AnnotationGPUUtil:  strconv.FormatFloat(j.Util, 'f', -1, 64),
 	}
-	res := corev1.ResourceList{}
-	gpus := j.GPUs
-	if gpus == 0 && j.GPUMilli > 0 {
-		gpus = 1
-	}
-	if gpus > 0 {
-		res[harness.ResourceGPU] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
-	}
-	if j.GPUMilli > 0 {
-		ann["schedloop.io/gpu-milli"] = strconv.Itoa(j.GPUMilli)
-	}
-	requests := res.DeepCopy()
-	if j.CPUMilli > 0 {
-		requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(j.CPUMilli, resource.DecimalSI)
-	}
-	if j.MemoryMiB > 0 {
-		requests[corev1.ResourceMemory] = *resource.NewQuantity(j.MemoryMiB<<20, resource.BinarySI)
+	// The member's request as the simulator models it (sim.RequestOf),
+	// written the way podspec reads it back: a share as
+	// podspec.ResourceGPUMilli, whole GPUs as podspec.ResourceGPU.
+	requests := podspec.Resources(sim.RequestOf(j))
+	res := corev1.ResourceList{} // extended resources must be limits too
+	for _, name := range []corev1.ResourceName{podspec.ResourceGPU, podspec.ResourceGPUMilli} {
+		if q, ok := requests[name]; ok {
+			res[name] = q
+		}
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{

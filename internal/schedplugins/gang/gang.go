@@ -27,6 +27,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/reasons"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
 	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
@@ -142,7 +143,7 @@ func readGang(state fwk.CycleState) *cycleGang {
 
 // PreFilter admits a gang member, or says plainly why its gang cannot start.
 func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	key, name, ok := nodeview.GangKey(pod)
+	key, name, ok := podspec.GangKey(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -160,7 +161,7 @@ func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 	if c.All < minMember {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasons.GangIncomplete(pod.Namespace, name, c.All, minMember))
 	}
-	req := nodeview.Request(pod)
+	req := podspec.Request(pod)
 	if outstanding := minMember - c.Placed; outstanding > 0 && !g.mgr.Reserving(key) {
 		// GangFit leaves the shared views as they are (it sets reserving
 		// gangs aside on copies).

@@ -21,11 +21,11 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/reasons"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
-	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
@@ -92,7 +92,7 @@ func newFixture(t *testing.T, pods []*v1.Pod, groups ...*podgroup.PodGroup) *fix
 func member(name, group string, gpus string) *v1.Pod {
 	w := st.MakePod().Namespace("default").Name(name).UID(name).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"})
 	if gpus != "" {
-		w = w.Res(map[v1.ResourceName]string{v1.ResourceCPU: "1", nodeview.ResourceGPU: gpus})
+		w = w.Res(map[v1.ResourceName]string{v1.ResourceCPU: "1", podspec.ResourceGPU: gpus})
 	}
 	if group != "" {
 		w = w.Label(podgroup.LabelPodGroup, group)
@@ -103,7 +103,7 @@ func member(name, group string, gpus string) *v1.Pod {
 func gpuNode(name string, gpus string, pods ...*v1.Pod) fwk.NodeInfo {
 	ni := framework.NewNodeInfo(pods...)
 	ni.SetNode(st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{
-		v1.ResourceCPU: "64", v1.ResourceMemory: "256Gi", nodeview.ResourceGPU: gpus}).Obj())
+		v1.ResourceCPU: "64", v1.ResourceMemory: "256Gi", podspec.ResourceGPU: gpus}).Obj())
 	return ni
 }
 

@@ -1,70 +1,31 @@
-// Package nodeview translates the scheduling framework's view of pods and
-// nodes into internal/scoring's plain structs, and reads the labels that put
-// a pod in a gang or a queue. It holds no placement rule.
+// Package nodeview translates the scheduling framework's view of nodes
+// into internal/scoring's plain structs, reading pods through
+// internal/podspec. It holds no placement rule.
 package nodeview
 
 import (
-	"strconv"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
-const (
-	// ResourceGPU is the whole-GPU extended resource.
-	ResourceGPU v1.ResourceName = "nvidia.com/gpu"
-	// LabelGPUProduct is the GPU model label GPU feature discovery sets.
-	LabelGPUProduct = podspec.LabelGPUProduct
-	// AnnotationGPUMilli on a pod asking for one GPU says it needs only
-	// this share of the device (1..999 milli-GPU).
-	AnnotationGPUMilli = "schedloop.io/gpu-milli"
-	// LabelQueue is Kueue's queue label, which schedloop accepts as is.
-	LabelQueue = "kueue.x-k8s.io/queue-name"
-)
-
-// Request is what pod asks of a node, in scoring's terms.
-func Request(pod *v1.Pod) scoring.Request {
-	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	r := scoring.Request{CPUMilli: reqs.Cpu().MilliValue(), MemoryMiB: reqs.Memory().Value() >> 20}
-	if q, ok := reqs[ResourceGPU]; ok {
-		r.GPUs = int(q.Value())
-	}
-	if r.GPUs == 1 {
-		r.GPUMilli = gpuMilli(pod)
-	}
-	r.GPUModels = podspec.GPUModels(pod)
-	return r
-}
-
-func gpuMilli(pod *v1.Pod) int {
-	s, ok := pod.Annotations[AnnotationGPUMilli]
-	if !ok {
-		return 0
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v <= 0 || v >= scoring.MilliPerGPU {
-		return 0
-	}
-	return v
-}
-
 // Node builds the scoring view of a node: free CPU and memory from the
 // framework's accounting, and per-device GPU occupancy rebuilt from the pods
-// on it (whole-GPU pods take whole devices, shared pods are packed onto the
-// tightest device, in pod order). levels are the topology label keys,
-// outermost first (see Domains).
+// on it. A pod holds the devices recorded on it (podspec.Devices), as the
+// simulator's allocations do; a pod without a record (placed by another
+// scheduler) takes the lowest idle devices, or for a share the tightest
+// device that fits, after every recorded pod. levels are the topology
+// label keys, outermost first (see Domains).
 func Node(ni fwk.NodeInfo, levels []string) *scoring.Node {
 	node := ni.Node()
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
 	n := &scoring.Node{
 		Name:          node.Name,
-		GPUModel:      node.Labels[LabelGPUProduct],
+		GPUModel:      node.Labels[podspec.LabelGPUProduct],
 		CPUMilliCap:   alloc.GetMilliCPU(),
 		CPUMilliFree:  alloc.GetMilliCPU() - used.GetMilliCPU(),
 		MemoryMiBCap:  alloc.GetMemory() >> 20,
@@ -73,7 +34,7 @@ func Node(ni fwk.NodeInfo, levels []string) *scoring.Node {
 	if len(levels) > 0 {
 		n.Domains = Domains(node, levels)
 	}
-	gpus := int(alloc.GetScalarResources()[ResourceGPU])
+	gpus := int(alloc.GetScalarResources()[podspec.ResourceGPU])
 	if gpus <= 0 {
 		return n
 	}
@@ -81,21 +42,24 @@ func Node(ni fwk.NodeInfo, levels []string) *scoring.Node {
 	for i := range n.GPUFree {
 		n.GPUFree[i] = scoring.MilliPerGPU
 	}
-	whole := int(used.GetScalarResources()[ResourceGPU])
-	var shared []int
+	var unrecorded []scoring.Request
 	for _, pi := range ni.GetPods() {
-		if m := gpuMilli(pi.GetPod()); m > 0 {
-			shared = append(shared, m)
+		pod := pi.GetPod()
+		r := podspec.Request(pod)
+		if r.GPUs == 0 {
+			continue
 		}
-	}
-	whole = min(max(whole-len(shared), 0), gpus)
-	for i := 0; i < whole; i++ {
-		n.GPUFree[i] = 0
-	}
-	for _, m := range shared {
-		if d := scoring.BestFitDevices(n, scoring.Request{GPUs: 1, GPUMilli: m}); len(d) == 1 {
-			n.GPUFree[d[0]] -= m
+		if d, ok := podspec.Devices(pod); ok {
+			if _, err := n.TakeDevices(r, d); err == nil {
+				continue
+			}
 		}
+		unrecorded = append(unrecorded, r)
+	}
+	for _, r := range unrecorded {
+		// Placed by another scheduler, or its record no longer fits: the
+		// view can only guess, as the node's device plugin chose.
+		_, _ = n.TakeDevices(r, scoring.BestFitDevices(n, r))
 	}
 	return n
 }
@@ -115,19 +79,6 @@ func Nodes(nis []fwk.NodeInfo, levels []string) []*scoring.Node {
 	}
 	return out
 }
-
-// GangKey is namespace/name of the PodGroup pod belongs to, through the
-// scheduler-plugins label.
-func GangKey(pod *v1.Pod) (key, name string, ok bool) {
-	name = pod.Labels[podgroup.LabelPodGroup]
-	if name == "" {
-		return "", "", false
-	}
-	return pod.Namespace + "/" + name, name, true
-}
-
-// Queue is the queue pod is submitted to, "" for none.
-func Queue(pod *v1.Pod) string { return pod.Labels[LabelQueue] }
 
 // Cache keeps the scoring view of each node for as long as the node's
 // NodeInfo generation stays the same. The scheduler bumps a NodeInfo's

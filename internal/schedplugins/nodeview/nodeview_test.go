@@ -5,17 +5,21 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
+	"github.com/schedloop/schedloop/internal/sim"
+	"github.com/schedloop/schedloop/internal/trace"
 )
 
 func gpuNode(name string) *framework.NodeInfo {
 	ni := framework.NewNodeInfo()
 	ni.SetNode(st.MakeNode().Name(name).Label("rack", "r1").Capacity(map[v1.ResourceName]string{
-		v1.ResourceCPU: "64", v1.ResourceMemory: "256Gi", nodeview.ResourceGPU: "8"}).Obj())
+		v1.ResourceCPU: "64", v1.ResourceMemory: "256Gi", podspec.ResourceGPU: "8"}).Obj())
 	return ni
 }
 
@@ -23,7 +27,7 @@ func TestCacheRebuildsOnlyChangedNodes(t *testing.T) {
 	c := nodeview.NewCache([]string{"rack"})
 	a, b := gpuNode("a"), gpuNode("b")
 	first := c.Nodes([]fwk.NodeInfo{a, b})
-	b.AddPod(st.MakePod().Name("p").UID("p").Res(map[v1.ResourceName]string{nodeview.ResourceGPU: "3"}).Obj())
+	b.AddPod(st.MakePod().Name("p").UID("p").Res(map[v1.ResourceName]string{podspec.ResourceGPU: "3"}).Obj())
 	second := c.Nodes([]fwk.NodeInfo{a, b})
 	if second[0] != first[0] {
 		t.Error("unchanged node a was rebuilt")
@@ -52,5 +56,50 @@ func TestCacheDropsRemovedNodes(t *testing.T) {
 	c.Nodes(many[:10])
 	if got := c.Len(); got > 10 {
 		t.Errorf("cache holds %d views after the cluster shrank to 10 nodes", got)
+	}
+}
+
+// The view holds each pod's recorded devices, as the simulator's
+// allocations do: a share stays on its device after others leave, and a
+// device holding a share is not idle for a whole-GPU pod.
+func TestNodeHoldsRecordedDevices(t *testing.T) {
+	ni := gpuNode("a")
+	pod := func(name, res, qty, devices string) *v1.Pod {
+		p := st.MakePod().Name(name).UID(name).Res(map[v1.ResourceName]string{v1.ResourceName(res): qty}).Obj()
+		if devices != "" {
+			p.Annotations = map[string]string{podspec.AnnotationGPUDevices: devices}
+		}
+		return p
+	}
+	ni.AddPod(pod("whole", string(podspec.ResourceGPU), "2", "0,5"))
+	ni.AddPod(pod("quarter", string(podspec.ResourceGPUMilli), "250", "3"))
+	ni.AddPod(pod("half", string(podspec.ResourceGPUMilli), "500", "3"))
+	ni.AddPod(pod("elsewhere", string(podspec.ResourceGPUMilli), "600", "")) // no record: tightest fit
+	n := nodeview.Node(ni, nil)
+	want := []int{0, 400, 1000, 250, 1000, 0, 1000, 1000}
+	if fmt.Sprint(n.GPUFree) != fmt.Sprint(want) {
+		t.Errorf("GPUFree = %v, want %v", n.GPUFree, want)
+	}
+	if n.IdleGPUs() != 4 {
+		t.Errorf("idle GPUs = %d, want 4 (the framework's count of whole GPUs says 6)", n.IdleGPUs())
+	}
+}
+
+// Domains are read as the simulator reads an inventory: a node missing a
+// level's label, or carrying it empty, has no domain from there down.
+func TestDomainsMatchTheSimulator(t *testing.T) {
+	levels := []string{"spine", "rack", "nvlink"}
+	for _, labels := range []map[string]string{
+		{"spine": "s1", "rack": "r1", "nvlink": "n1"},
+		{"spine": "s1", "nvlink": "n1"},
+		{"spine": "s1", "rack": "", "nvlink": "n1"},
+		{},
+	} {
+		live := nodeview.Domains(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: labels}}, levels)
+		inv := trace.Inventory{Levels: append(levels, trace.LabelHostname), Nodes: []trace.Node{{Name: "x", GPUs: 8, Labels: labels}}}
+		replayed := sim.NewCluster(inv).Nodes[0].Domains
+		if fmt.Sprint(live) != fmt.Sprint(replayed) {
+			t.Errorf("labels %v: live domains %v, replayed %v", labels, live, replayed)
+		}
 	}
 }

@@ -19,9 +19,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/reasons"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
-	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
@@ -101,7 +101,7 @@ func (q *Queue) WakeOnLimitChange(a Activator, schedulerName string) {
 		pending := map[string]*v1.Pod{}
 		for _, obj := range q.pods.GetStore().List() {
 			pod, ok := obj.(*v1.Pod)
-			if ok && pod.Spec.NodeName == "" && pod.Spec.SchedulerName == schedulerName && changed[nodeview.Queue(pod)] {
+			if ok && pod.Spec.NodeName == "" && pod.Spec.SchedulerName == schedulerName && changed[podspec.Queue(pod)] {
 				pending[pod.Namespace+"/"+pod.Name] = pod
 			}
 		}
@@ -133,13 +133,13 @@ func (q *Queue) podChanged(obj any) {
 }
 
 func (q *Queue) entry(pod *v1.Pod) (entry, bool) {
-	name := nodeview.Queue(pod)
+	name := podspec.Queue(pod)
 	if name == "" {
 		return entry{}, false
 	}
-	milli := nodeview.Request(pod).TotalGPUMilli()
+	milli := podspec.Request(pod).TotalGPUMilli()
 	e := entry{queue: name, milli: milli}
-	if key, group, ok := nodeview.GangKey(pod); ok {
+	if key, group, ok := podspec.GangKey(pod); ok {
 		e.gang = key
 		if q.mgr != nil {
 			if pg, err := q.mgr.PodGroup(pod.Namespace, group); err == nil {

@@ -11,8 +11,8 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/reasons"
-	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 )
 
@@ -26,9 +26,9 @@ queues:
 
 func queuePod(name, queue, group, gpus string) *v1.Pod {
 	w := st.MakePod().Namespace("default").Name(name).UID(name).
-		Res(map[v1.ResourceName]string{v1.ResourceCPU: "1", nodeview.ResourceGPU: gpus})
+		Res(map[v1.ResourceName]string{v1.ResourceCPU: "1", podspec.ResourceGPU: gpus})
 	if queue != "" {
-		w = w.Label(nodeview.LabelQueue, queue)
+		w = w.Label(podspec.LabelQueue, queue)
 	}
 	if group != "" {
 		w = w.Label(podgroup.LabelPodGroup, group)
@@ -95,9 +95,8 @@ queues:
 		t.Fatal(err)
 	}
 	quarter := func(name string) *v1.Pod {
-		p := queuePod(name, "shared", "", "1")
-		p.Annotations = map[string]string{nodeview.AnnotationGPUMilli: "250"}
-		return p
+		return st.MakePod().Namespace("default").Name(name).UID(name).Label(podspec.LabelQueue, "shared").
+			Res(map[v1.ResourceName]string{v1.ResourceCPU: "1", podspec.ResourceGPUMilli: "250"}).Obj()
 	}
 	for i := range 4 {
 		pod := quarter(fmt.Sprintf("q%d", i))

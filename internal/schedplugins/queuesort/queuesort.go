@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
@@ -77,7 +77,7 @@ func NewOrder(podInformer cache.SharedIndexInformer) (*Order, error) {
 
 func indexPodGroup(obj any) ([]string, error) {
 	if pod, ok := obj.(*v1.Pod); ok {
-		if key, _, ok := nodeview.GangKey(pod); ok {
+		if key, _, ok := podspec.GangKey(pod); ok {
 			return []string{key}, nil
 		}
 	}
@@ -126,7 +126,7 @@ func (o *Order) arrival(e fwk.QueuedEntityInfo) (string, time.Time) {
 	if !ok || pe.GetPodInfo() == nil {
 		return "", ts
 	}
-	key, _, ok := nodeview.GangKey(pe.GetPodInfo().GetPod())
+	key, _, ok := podspec.GangKey(pe.GetPodInfo().GetPod())
 	if !ok {
 		return "", ts
 	}
@@ -148,7 +148,7 @@ func (o *Order) podChanged(obj any, deleted bool) {
 	if !ok {
 		return
 	}
-	key, _, ok := nodeview.GangKey(pod)
+	key, _, ok := podspec.GangKey(pod)
 	if !ok || o.pods == nil || !deleted && waiting(pod) {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/schedplugins/topology"
@@ -22,7 +23,7 @@ import (
 
 func gpuPod(name, gpus string) *v1.Pod {
 	return st.MakePod().Namespace("default").Name(name).UID(name).
-		Res(map[v1.ResourceName]string{v1.ResourceCPU: "4", nodeview.ResourceGPU: gpus}).Obj()
+		Res(map[v1.ResourceName]string{v1.ResourceCPU: "4", podspec.ResourceGPU: gpus}).Obj()
 }
 
 func cpuPod(name string) *v1.Pod {
@@ -32,7 +33,7 @@ func cpuPod(name string) *v1.Pod {
 func node(name string, pods ...*v1.Pod) *framework.NodeInfo {
 	ni := framework.NewNodeInfo(pods...)
 	ni.SetNode(st.MakeNode().Name(name).Label("topology.schedloop.io/rack", "r0").Capacity(map[v1.ResourceName]string{
-		v1.ResourceCPU: "128", v1.ResourceMemory: "1Ti", nodeview.ResourceGPU: "8"}).Obj())
+		v1.ResourceCPU: "128", v1.ResourceMemory: "1Ti", podspec.ResourceGPU: "8"}).Obj())
 	return ni
 }
 
@@ -82,7 +83,7 @@ func TestScoreWinnerIsScoringsChoice(t *testing.T) {
 			got := scores(t, p, tc.pod, tc.nodes)
 
 			s := &scoring.Scorer{Weights: holder.Load().Params.Weights}
-			req := nodeview.Request(tc.pod)
+			req := podspec.Request(tc.pod)
 			var names []string
 			var raw []float64
 			for _, ni := range tc.nodes {
@@ -180,7 +181,7 @@ func TestRememberedScoresMatchFreshScores(t *testing.T) {
 		}
 		p := pod.DeepCopy()
 		p.Name, p.UID = fmt.Sprintf("%s-%d", pod.Name, cycle), types.UID(fmt.Sprintf("%s-%d", pod.Name, cycle))
-		if nodeview.Node(ni, topology.DefaultLevels).Fit(nodeview.Request(p)) == scoring.Fits {
+		if nodeview.Node(ni, topology.DefaultLevels).Fit(podspec.Request(p)) == scoring.Fits {
 			ni.AddPod(p)
 			placed[name] = append(placed[name], p)
 		}

@@ -10,10 +10,18 @@
 // plugin folds scoring.Best's tie-break (highest score, then smallest node
 // name) into its integer scores, so with the default score plugins disabled
 // the live scheduler picks exactly the node the simulator picks.
+//
+// GPUs are placed per device, as the simulator allocates them: Filter
+// checks a GPU pod against each node's devices (scoring.Node.Fit), Reserve
+// records the devices the scorer chose on the pod and PreBind writes them
+// (podspec.AnnotationGPUDevices), so a GPU share lands on the device the
+// simulator would give it and a device holding a share is never handed out
+// whole.
 package topology
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -22,14 +30,17 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/reasons"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
 	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
@@ -39,13 +50,6 @@ import (
 
 // Name is the plugin's name in KubeSchedulerConfiguration.
 const Name = "SchedloopTopology"
-
-// Annotations on a gang's pods that require one topology level, naming it
-// by its label key. Kueue's is accepted as is.
-const (
-	AnnotationRequired      = "schedloop.io/topology-required"
-	AnnotationKueueRequired = "kueue.x-k8s.io/podset-required-topology"
-)
 
 // Args configure the plugin.
 type Args struct {
@@ -121,6 +125,7 @@ func DecodeArgs(obj runtime.Object) (Args, error) {
 // Topology is the plugin.
 type Topology struct {
 	args    Args
+	handle  fwk.Handle
 	mgr     *core.Manager
 	profile *profilewatch.Holder
 	pods    corelisters.PodLister
@@ -142,7 +147,10 @@ type workloadSnapshot struct {
 var (
 	_ fwk.PreFilterPlugin   = &Topology{}
 	_ fwk.PostFilterPlugin  = &Topology{}
+	_ fwk.FilterPlugin      = &Topology{}
 	_ fwk.PreScorePlugin    = &Topology{}
+	_ fwk.ReservePlugin     = &Topology{}
+	_ fwk.PreBindPlugin     = &Topology{}
 	_ fwk.ScorePlugin       = &Topology{}
 	_ fwk.EnqueueExtensions = &Topology{}
 )
@@ -153,7 +161,7 @@ func New(obj runtime.Object, h fwk.Handle, mgr *core.Manager, holder *profilewat
 	if err != nil {
 		return nil, err
 	}
-	t := &Topology{args: args, mgr: mgr, profile: holder, now: time.Now, views: nodeview.NewCache(args.Levels), memo: newScoreMemo()}
+	t := &Topology{args: args, handle: h, mgr: mgr, profile: holder, now: time.Now, views: nodeview.NewCache(args.Levels), memo: newScoreMemo()}
 	if h != nil && h.SharedInformerFactory() != nil {
 		t.pods = h.SharedInformerFactory().Core().V1().Pods().Lister()
 	}
@@ -173,9 +181,7 @@ func (t *Topology) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint
 
 func (t *Topology) requiredLevel(pod *v1.Pod) (int, string) {
 	key := t.args.RequiredLevel
-	if v := pod.Annotations[AnnotationRequired]; v != "" {
-		key = v
-	} else if v := pod.Annotations[AnnotationKueueRequired]; v != "" {
+	if v := podspec.TopologyRequired(pod); v != "" {
 		key = v
 	}
 	if key == "" {
@@ -192,9 +198,21 @@ func (t *Topology) requiredLevel(pod *v1.Pod) (int, string) {
 // the same way. A gang that finds no node in a domain it was confined to by
 // preference alone is unconfined (PostFilter).
 func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	key, name, ok := nodeview.GangKey(pod)
+	facts, err := podspec.Read(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	// GPUs are placed per device: Filter checks what the framework's
+	// per-node counts of whole GPUs and shares cannot (a device holding a
+	// share is not free for a whole-GPU pod).
+	skip := fwk.NewStatus(fwk.Skip)
+	if facts.Request.GPUs > 0 {
+		state.Write(gpuKey, &cycleGPU{req: facts.Request})
+		skip = nil
+	}
+	key, name, ok := podspec.GangKey(pod)
 	if !ok || t.mgr == nil {
-		return nil, fwk.NewStatus(fwk.Skip)
+		return nil, skip
 	}
 	level, levelKey := t.requiredLevel(pod)
 	if levelKey != "" && level < 0 {
@@ -205,11 +223,11 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 	if !ok || !t.mgr.Reserving(key) {
 		pg, err := t.mgr.PodGroup(pod.Namespace, name)
 		if err != nil {
-			return nil, fwk.NewStatus(fwk.Skip) // the gang plugin reports a missing PodGroup
+			return nil, skip // the gang plugin reports a missing PodGroup
 		}
 		outstanding := int(pg.Spec.MinMember) - t.mgr.Count(key).Placed
 		if outstanding <= 0 {
-			return nil, fwk.NewStatus(fwk.Skip)
+			return nil, skip
 		}
 		view := t.views.Nodes(nodes)
 		if others := t.mgr.OthersReserving(key); len(others) > 0 {
@@ -217,11 +235,11 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 			view = scoring.CloneNodes(view)
 			scoring.Reserve(view, others)
 		}
-		req := nodeview.Request(pod)
+		req := podspec.Request(pod)
 		p, ok := scoring.PlanGang(view, req, outstanding, len(t.args.Levels), level)
 		if !ok {
 			if level < 0 {
-				return nil, fwk.NewStatus(fwk.Skip) // does not fit at all: the gang plugin says so
+				return nil, skip // does not fit at all: the gang plugin says so
 			}
 			gpus := outstanding * max(req.GPUs, 1)
 			largest := scoring.LargestDomainGPUs(view, level, len(t.args.Levels))
@@ -253,7 +271,29 @@ func (t *Topology) domainsOnly(n *v1.Node) *scoring.Node {
 // PreFilterExtensions implements fwk.PreFilterPlugin.
 func (t *Topology) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-const confinedKey fwk.StateKey = Name + "/confined"
+const (
+	confinedKey fwk.StateKey = Name + "/confined"
+	gpuKey      fwk.StateKey = Name + "/gpu"
+)
+
+// cycleGPU marks a cycle whose pod asks for GPUs.
+type cycleGPU struct{ req scoring.Request }
+
+func (c *cycleGPU) Clone() fwk.StateData { return c }
+
+// Filter turns down a node whose devices cannot serve the pod's GPUs
+// (scoring.Node.Fit per device, the simulator's test): no device with the
+// share free, or too few devices that no share uses. Only GPU pods get here.
+func (t *Topology) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	d, err := state.Read(gpuKey)
+	if err != nil {
+		return nil
+	}
+	if reason := t.views.Node(ni).Fit(d.(*cycleGPU).req); reason != scoring.Fits {
+		return fwk.NewStatus(fwk.Unschedulable, string(reason))
+	}
+	return nil
+}
 
 // confinedByPreference marks a cycle whose pod PreFilter confined to its
 // gang's domain without a required level.
@@ -267,7 +307,7 @@ func (confinedByPreference) Clone() fwk.StateData { return confinedByPreference{
 // so retrying the same domain would never succeed. It never makes the pod
 // schedulable itself.
 func (t *Topology) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	key, _, ok := nodeview.GangKey(pod)
+	key, _, ok := podspec.GangKey(pod)
 	if !ok || t.mgr == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
@@ -287,18 +327,8 @@ func (c *cycleScores) Clone() fwk.StateData { return c }
 // tie-break in, so Score is a lookup. Scores of nodes unchanged since an
 // earlier pod with the same inputs come from the memo.
 func (t *Topology) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	active := profilewatch.ForCycle(state, t.profile)
-	workload := t.typicalWorkload()
-	s := &scoring.Scorer{Weights: active.Params.Weights}
-	if workload != nil {
-		s.Workload = workload.w
-	}
-	if key, _, ok := nodeview.GangKey(pod); ok && t.mgr != nil {
-		if p, ok := t.mgr.Plan(key); ok {
-			s.Plan = p
-		}
-	}
-	req := nodeview.Request(pod)
+	active, workload, s := t.scorer(state, pod)
+	req := podspec.Request(pod)
 	names := make([]string, len(nodes))
 	raw := make([]float64, len(nodes))
 	t.memo.scores(nodes, inputsFor(active, workload, s.Plan, req), names, raw, func(ni fwk.NodeInfo) float64 {
@@ -311,6 +341,23 @@ func (t *Topology) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod
 	})
 	state.Write(stateKey, &cycleScores{byNode: FrameworkScores(names, raw)})
 	return nil
+}
+
+// scorer is the scoring.Scorer for pod in this cycle: the pinned
+// profile's weights, the typical workload and the gang's plan.
+func (t *Topology) scorer(state fwk.CycleState, pod *v1.Pod) (*profilewatch.Active, *workloadSnapshot, *scoring.Scorer) {
+	active := profilewatch.ForCycle(state, t.profile)
+	workload := t.typicalWorkload()
+	s := &scoring.Scorer{Weights: active.Params.Weights}
+	if workload != nil {
+		s.Workload = workload.w
+	}
+	if key, _, ok := podspec.GangKey(pod); ok && t.mgr != nil {
+		if p, ok := t.mgr.Plan(key); ok {
+			s.Plan = p
+		}
+	}
+	return active, workload, s
 }
 
 // FrameworkScores rounds scores to the framework's 0..100 and makes
@@ -337,6 +384,69 @@ func FrameworkScores(names []string, raw []float64) map[string]int64 {
 		out[name] = top - 1
 	}
 	return out
+}
+
+// Reserve records on the pod the devices the scorer chose on its node, as
+// the simulator's allocation records them: the devices of a GPU share
+// decide what is left on each device. The pod is the scheduler's assumed
+// copy, so the node views of the next cycles see the record at once;
+// PreBind writes it to the API for the node and the collector.
+func (t *Topology) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	req := podspec.Request(pod)
+	if req.GPUs == 0 || t.handle == nil {
+		return nil
+	}
+	ni, err := t.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: node %s: %w", Name, nodeName, err))
+	}
+	_, _, s := t.scorer(state, pod)
+	n := t.views.Node(ni)
+	_, devices := s.Score(n, req)
+	if len(devices) != req.GPUs {
+		return fwk.NewStatus(fwk.Unschedulable, string(n.Fit(req)))
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[podspec.AnnotationGPUDevices] = podspec.FormatDevices(devices)
+	state.Write(devicesKey, &cycleDevices{value: pod.Annotations[podspec.AnnotationGPUDevices]})
+	return nil
+}
+
+// Unreserve: the assumed pod carrying the record is forgotten.
+func (t *Topology) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {}
+
+const devicesKey fwk.StateKey = Name + "/devices"
+
+type cycleDevices struct{ value string }
+
+func (c *cycleDevices) Clone() fwk.StateData { return c }
+
+// PreBind writes the devices Reserve chose onto the pod.
+func (t *Topology) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	d, err := state.Read(devicesKey)
+	if err != nil {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		podspec.AnnotationGPUDevices: d.(*cycleDevices).value}}})
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	_, err = t.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: record GPU devices on %s/%s: %w", Name, pod.Namespace, pod.Name, err))
+	}
+	return nil
+}
+
+// PreBindPreFlight skips PreBind for pods Reserve recorded nothing for.
+func (t *Topology) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if _, err := state.Read(devicesKey); err != nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return &fwk.PreBindPreFlightResult{}, nil
 }
 
 // Score looks the node's score up.
@@ -369,7 +479,7 @@ func (t *Topology) typicalWorkload() *workloadSnapshot {
 	pods, _ := t.pods.List(labels.Everything())
 	reqs := make([]scoring.Request, 0, len(pods))
 	for _, p := range pods {
-		if r := nodeview.Request(p); r.GPUs > 0 {
+		if r := podspec.Request(p); r.GPUs > 0 {
 			reqs = append(reqs, r)
 		}
 	}

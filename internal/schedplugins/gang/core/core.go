@@ -28,7 +28,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/schedloop/schedloop/internal/podgroup"
-	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
@@ -152,7 +152,7 @@ func indexPodGroup(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if key, _, ok := nodeview.GangKey(pod); ok {
+	if key, _, ok := podspec.GangKey(pod); ok {
 		return []string{key}, nil
 	}
 	return nil, nil
@@ -348,7 +348,7 @@ func (m *Manager) activate(key string) {
 // AllowWaiting lets every member of key waiting at Permit proceed to bind.
 func (m *Manager) AllowWaiting(key, plugin string) {
 	m.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if k, _, ok := nodeview.GangKey(wp.GetPod()); ok && k == key {
+		if k, _, ok := podspec.GangKey(wp.GetPod()); ok && k == key {
 			wp.Allow(plugin)
 		}
 	})
@@ -380,7 +380,7 @@ func (m *Manager) Release(key, plugin, reason string) {
 	g.deniedUntil, g.denyReason = m.now().Add(backoff), reason
 	m.mu.Unlock()
 	m.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if k, _, ok := nodeview.GangKey(wp.GetPod()); ok && k == key {
+		if k, _, ok := podspec.GangKey(wp.GetPod()); ok && k == key {
 			wp.Reject(plugin, reason)
 		}
 	})
@@ -457,7 +457,7 @@ func (m *Manager) podChanged(obj any) {
 	if !ok || !m.ours(pod) {
 		return
 	}
-	key, _, ok := nodeview.GangKey(pod)
+	key, _, ok := podspec.GangKey(pod)
 	if !ok {
 		return
 	}
@@ -483,7 +483,7 @@ func (m *Manager) podDeleted(obj any) {
 	if !ok || !m.ours(pod) {
 		return
 	}
-	if key, _, ok := nodeview.GangKey(pod); ok {
+	if key, _, ok := podspec.GangKey(pod); ok {
 		m.mu.Lock()
 		if g := m.gangs[key]; g != nil {
 			delete(g.reserved, pod.UID)
