@@ -1,11 +1,30 @@
 package scoring
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
-// Preemption follows kube-scheduler's DefaultPreemption: when a pod fits no
-// node, each node is asked for the smallest set of lower-priority pods whose
-// eviction would let it fit, and the node whose victims matter least is
-// chosen. The simulator and the scheduler plugins share these rules.
+// Preemption is modelled on kube-scheduler's DefaultPreemption, which the
+// shipped scheduler profile keeps (schedloop's plugins add no preemption of
+// their own): when a pod fits no node, each node is asked for the smallest
+// set of lower-priority pods whose eviction would let it fit, and the node
+// whose victims matter least is chosen. The simulator replays these rules;
+// live, DefaultPreemption applies its own code, whose rules these are for a
+// lone pod preempting pods without PodDisruptionBudgets:
+//
+//   - SelectVictims is selectVictimsOnNode: remove every lower-priority pod,
+//     then reprieve them most important first (higher priority, then earlier
+//     start), keeping each that still lets the pod fit.
+//   - BetterPreemption is pickOneNodeForPreemption's order.
+//
+// What the replay does not model: DefaultPreemption breaks a tie between
+// nodes equal on every criterion by map order (BetterPreemption by name),
+// and on clusters over 100 nodes it dry-runs a sample of them
+// (minCandidateNodesPercentage) from a random offset. It lets a gang's
+// member preempt like a lone pod and evicts only the pods on the chosen
+// node; the simulator never preempts for a gang and stops a victim's whole
+// job.
 
 // Preemptible reports whether a running job that started at started may be
 // a preemption victim at now: never a job marked non-preemptible, never one
@@ -105,8 +124,9 @@ type PreemptionCandidate struct {
 	// PrioritySum adds the victims' priorities.
 	PrioritySum int64
 	Victims     int
-	// LatestStart is when the most recently started victim started.
-	LatestStart int64
+	// TopEarliestStart is the earliest start among the victims of the
+	// highest priority.
+	TopEarliestStart int64
 }
 
 // SummariseVictims builds the candidate for node from its victims.
@@ -114,19 +134,24 @@ func SummariseVictims(node string, running []Victim, victims []int) PreemptionCa
 	c := PreemptionCandidate{Node: node, Victims: len(victims)}
 	for k, i := range victims {
 		v := running[i]
-		if k == 0 || v.Priority > c.HighestPriority {
-			c.HighestPriority = v.Priority
+		switch {
+		case k == 0 || v.Priority > c.HighestPriority:
+			c.HighestPriority, c.TopEarliestStart = v.Priority, v.Started
+		case v.Priority == c.HighestPriority:
+			c.TopEarliestStart = min(c.TopEarliestStart, v.Started)
 		}
-		c.PrioritySum += int64(v.Priority)
-		c.LatestStart = max(c.LatestStart, v.Started)
+		// Offset as DefaultPreemption offsets each priority (MaxInt32+1),
+		// so a victim of negative priority still adds to the sum and more
+		// victims weigh more.
+		c.PrioritySum += int64(v.Priority) + math.MaxInt32 + 1
 	}
 	return c
 }
 
 // BetterPreemption reports whether preempting on a is preferred to b, by
 // DefaultPreemption's order: lower highest victim priority, lower sum of
-// victim priorities, fewer victims, later-started victims (less work lost),
-// then node name.
+// (offset) victim priorities, fewer victims, the later earliest start among
+// the highest-priority victims (less work lost), then node name.
 func BetterPreemption(a, b PreemptionCandidate) bool {
 	switch {
 	case a.HighestPriority != b.HighestPriority:
@@ -135,8 +160,8 @@ func BetterPreemption(a, b PreemptionCandidate) bool {
 		return a.PrioritySum < b.PrioritySum
 	case a.Victims != b.Victims:
 		return a.Victims < b.Victims
-	case a.LatestStart != b.LatestStart:
-		return a.LatestStart > b.LatestStart
+	case a.TopEarliestStart != b.TopEarliestStart:
+		return a.TopEarliestStart > b.TopEarliestStart
 	}
 	return a.Node < b.Node
 }

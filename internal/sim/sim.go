@@ -25,8 +25,11 @@ type Config struct {
 	// nil derives it from the replayed jobs (95% coverage, as the paper).
 	Workload scoring.Workload
 	// Preemption lets a lone pod that fits nowhere evict lower-priority pods
-	// (whole jobs) as kube-scheduler's DefaultPreemption does. Gangs do not
-	// preempt.
+	// by kube-scheduler's DefaultPreemption rules (scoring.SelectVictims,
+	// scoring.BetterPreemption), which the scheduler profile keeps. Gangs do
+	// not preempt here, and a victim's whole job is stopped; live,
+	// DefaultPreemption lets a gang member preempt and evicts only the pods
+	// on the chosen node (see internal/scoring/preempt.go).
 	Preemption bool
 	// HighPriority is the priority at or above which a job counts as
 	// critical for Metrics.P95HighPriorityWait.
