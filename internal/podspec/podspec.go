@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
@@ -25,7 +26,7 @@ import (
 const (
 	// ResourceGPU is the whole-GPU extended resource the NVIDIA device
 	// plugin advertises.
-	ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+	ResourceGPU = corev1.ResourceName(schedloop.GPUResourceName)
 	// ResourceGPUMilli asks for a share of one GPU, in thousandths (1..999;
 	// 1000 is a whole GPU and is asked for as ResourceGPU). A node offering
 	// shares advertises it as 1000 per GPU; schedloop's scheduler accounts

@@ -10,6 +10,7 @@ import (
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
@@ -50,7 +51,7 @@ func SchedulerConfig(d profile.Document, schedulerName string) ([]byte, error) {
 	args := configv1.NodeResourcesFitArgs{
 		TypeMeta: metav1.TypeMeta{APIVersion: configv1.SchemeGroupVersion.String(), Kind: "NodeResourcesFitArgs"},
 		ScoringStrategy: &configv1.ScoringStrategy{Type: strategy, Resources: []configv1.ResourceSpec{
-			{Name: "nvidia.com/gpu", Weight: 5}, {Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}}},
+			{Name: string(podspec.ResourceGPU), Weight: 5}, {Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}}},
 	}
 	raw, err := json.Marshal(args)
 	if err != nil {
