@@ -244,8 +244,10 @@ func TestRBACCoversWhatEachComponentCalls(t *testing.T) {
 			{"", "pods", "list", "gpu-operator", ""},
 		},
 		// gang manager (PodGroup informer, status updates), profile watcher
-		// (one ConfigMap), leader election on its own Lease.
+		// (one ConfigMap), leader election on its own Lease, GPU devices
+		// recorded on pods (SchedloopTopology's PreBind).
 		"schedloop-scheduler": {
+			{"", "pods", "patch", "default", "x"},
 			{"scheduling.x-k8s.io", "podgroups", "get", "default", "x"}, {"scheduling.x-k8s.io", "podgroups", "list", "", ""},
 			{"scheduling.x-k8s.io", "podgroups", "watch", "", ""}, {"scheduling.x-k8s.io", "podgroups/status", "update", "default", "x"},
 			{"", "configmaps", "get", "kube-system", "schedloop-profile"}, {"", "configmaps", "list", "kube-system", "schedloop-profile"},
