@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,5 +100,89 @@ func TestPipelineNamesAnUnusableSpool(t *testing.T) {
 		Ingest: collector.IngestOptions{SpoolDir: file}})
 	if !errors.Is(err, collector.ErrSpool) {
 		t.Fatalf("error %v, want ErrSpool", err)
+	}
+}
+
+// eofSignal closes parsing once a response body of its target has been read
+// to the end: from then on the scraper is parsing that page.
+type eofSignal struct {
+	rt      http.RoundTripper
+	target  string
+	parsing chan struct{}
+	once    sync.Once
+}
+
+func (e *eofSignal) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := e.rt.RoundTrip(req)
+	if err == nil && req.URL.String() == e.target {
+		resp.Body = &eofBody{ReadCloser: resp.Body, eof: func() { e.once.Do(func() { close(e.parsing) }) }}
+	}
+	return resp, err
+}
+
+type eofBody struct {
+	io.ReadCloser
+	eof func()
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof()
+	}
+	return n, err
+}
+
+// TestPipelineStopsMidParseWithinGrace: ending the pipeline's context (what
+// SIGTERM does to collector serve) while an 11.7 MB OpenMetrics page is being
+// parsed and another target trickles its page stops everything within the
+// 10 s a pod's grace leaves, stores what was already parsed, and stores
+// nothing of the page cut short.
+func TestPipelineStopsMidParseWithinGrace(t *testing.T) {
+	urls, stop, err := exporter.Farm{Nodes: 2, HugeOpenMetricsGPUs: 16_000, Trickle: true}.Serve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	huge := urls[2]
+	signal := &eofSignal{rt: dcgm.NewClient().Transport, target: huge, parsing: make(chan struct{})}
+	s := storetest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	scraper := &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Client: &http.Client{Transport: signal}}
+	pipe, err := collector.StartPipeline(ctx, collector.PipelineConfig{Store: s, Scraper: scraper, ScrapeEvery: 5 * time.Second,
+		Ingest: collector.IngestOptions{FlushInterval: 20 * time.Millisecond, SpoolDir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-signal.parsing:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the huge page was not read within 20 s")
+	}
+	cancel()
+	began := time.Now()
+	if err := pipe.Wait(); err != nil {
+		t.Errorf("pipeline: %v", err)
+	}
+	if d := time.Since(began); d > 10*time.Second {
+		t.Errorf("stopped %v after its context ended, past a 10 s grace", d)
+	}
+	received, written, spooled := testutil.ToFloat64(pipe.Metrics.Received), testutil.ToFloat64(pipe.Metrics.Written), testutil.ToFloat64(pipe.Metrics.Spooled)
+	if received != written+spooled {
+		t.Errorf("received %v samples, stored %v and spooled %v: some were lost", received, written, spooled)
+	}
+	var hugeRows int
+	if err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gpu_samples WHERE node = 'huge-node'`).Scan(&hugeRows); err != nil {
+		t.Fatal(err)
+	}
+	canceled := testutil.ToFloat64(scraper.Metrics.Errors().WithLabelValues(dcgm.ReasonCanceled))
+	switch {
+	case hugeRows == 0 && canceled >= 1:
+		// The parse was cut short and left nothing behind.
+	case hugeRows == 16_000:
+		t.Logf("the huge page's parse finished before the context ended; it was stored whole")
+	default:
+		t.Errorf("%d of the huge page's 16,000 samples stored (canceled scrapes: %v): a page is stored whole or not at all", hugeRows, canceled)
 	}
 }

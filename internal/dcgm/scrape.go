@@ -465,6 +465,9 @@ func NewScrapeMetrics() *ScrapeMetrics {
 	return m
 }
 
+// Errors is the failed-scrape counter, by reason.
+func (m *ScrapeMetrics) Errors() *prometheus.CounterVec { return m.errors }
+
 // Describe implements prometheus.Collector.
 func (m *ScrapeMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.scrapes.Describe(ch)
