@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/schedloop/schedloop/internal/collector"
 	"github.com/schedloop/schedloop/internal/dcgm"
+	"github.com/schedloop/schedloop/internal/election"
 	"github.com/schedloop/schedloop/internal/events"
 	"github.com/schedloop/schedloop/internal/store"
 )
@@ -101,6 +103,8 @@ type collectConfig struct {
 	idleThreshold     float64
 	hostEngine        string
 	rollupEvery       time.Duration
+	leaderElect       bool
+	lease             election.Config
 }
 
 func registerCollectFlags(fs *flag.FlagSet, getenv func(string) string) *collectConfig {
@@ -125,7 +129,24 @@ func registerCollectFlags(fs *flag.FlagSet, getenv func(string) string) *collect
 	fs.Float64Var(&c.idleThreshold, "idle-threshold", store.DefaultIdleThreshold, "engine activity (0..1) below which a GPU held by a pod counts as allocated but idle")
 	fs.StringVar(&c.hostEngine, "dcgm-hostengine", "off", "read GPUs through go-dcgm: \"embedded\", a standalone nv-hostengine address (host:port), or \"off\"")
 	fs.DurationVar(&c.rollupEvery, "rollup-interval", collector.DefaultRollupEvery, "how often closed minutes are rolled up into the idle and demand tables")
+	fs.BoolVar(&c.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease scrapes and rolls up; the others keep their informers listed and take over when it goes")
+	fs.StringVar(&c.lease.Lease, "leader-elect-lease", "schedloop-collector", "name of the Lease that elects the active collector")
+	fs.StringVar(&c.lease.Namespace, "leader-elect-namespace", cmpOr(getenv("POD_NAMESPACE"), "default"), "namespace of the Lease ($POD_NAMESPACE when set)")
+	host, _ := os.Hostname()
+	fs.StringVar(&c.lease.Identity, "leader-elect-identity", cmpOr(getenv("POD_NAME"), host), "this replica's name in the Lease ($POD_NAME when set, else the host name)")
+	fs.DurationVar(&c.lease.LeaseDuration, "leader-elect-lease-duration", 10*time.Second, "how long a Lease not renewed keeps standbys waiting; keep it plus -leader-elect-retry-period under -scrape-interval, so a takeover misses at most one scrape of an exporter")
+	fs.DurationVar(&c.lease.RenewDeadline, "leader-elect-renew-deadline", 7*time.Second, "how long the active collector tries to renew its Lease before it stops scraping")
+	fs.DurationVar(&c.lease.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
 	return c
+}
+
+func cmpOr(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 func (c *collectConfig) validate() error {
@@ -150,6 +171,9 @@ func (c *collectConfig) validate() error {
 		return fmt.Errorf("flag -idle-threshold %v: want a number in (0, 1]", c.idleThreshold)
 	case c.rollupEvery <= 0:
 		return fmt.Errorf("flag -rollup-interval %v: want a positive duration", c.rollupEvery)
+	case c.leaderElect && !(c.lease.RetryPeriod > 0 && c.lease.RetryPeriod < c.lease.RenewDeadline && c.lease.RenewDeadline < c.lease.LeaseDuration):
+		return fmt.Errorf("flags -leader-elect-retry-period %v, -leader-elect-renew-deadline %v, -leader-elect-lease-duration %v: want 0 < retry period < renew deadline < lease duration",
+			c.lease.RetryPeriod, c.lease.RenewDeadline, c.lease.LeaseDuration)
 	case c.exporterPort <= 0 || c.exporterPort > 65535:
 		return fmt.Errorf("flag -exporter-port %d: want a TCP port", c.exporterPort)
 	}
@@ -247,6 +271,15 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 	}
 	if client != nil {
 		pc.Watch = &events.WatchOptions{Client: client, Dynamic: dyn}
+	}
+	if c.leaderElect {
+		if client == nil {
+			return nil, errors.New("flag -leader-elect needs a cluster for its Lease: set -kubeconfig or run in a pod")
+		}
+		lease := c.lease
+		pc.Elect = func(ctx context.Context, lead func(context.Context)) error {
+			return election.Run(ctx, client, lease, lead)
+		}
 	}
 	p, err := collector.StartPipeline(ctx, pc)
 	if err != nil {

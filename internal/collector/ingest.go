@@ -434,7 +434,12 @@ func (in *Ingester) write(ctx context.Context, id string, batch sampleBatch) sam
 				return nil
 			}
 		} else {
-			err = in.copy(ctx, batch)
+			// A COPY already under way finishes even when ctx ends: cut
+			// off, its rows could be committed while the batch went back
+			// to the queue, and the last write at exit stored them again.
+			copyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.opts.DrainTimeout)
+			err = in.copy(copyCtx, batch)
+			cancel()
 		}
 		if err == nil {
 			in.m.WriteDuration.Observe(time.Since(began).Seconds())

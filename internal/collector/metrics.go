@@ -31,6 +31,8 @@ type Metrics struct {
 	Spooled       prometheus.Counter
 	Duplicates    prometheus.Counter
 
+	Leader prometheus.Gauge
+
 	RollupRuns   prometheus.Counter
 	RollupErrors prometheus.Counter
 	RollupUpTo   prometheus.Gauge
@@ -64,6 +66,8 @@ func NewMetrics() *Metrics {
 		Duplicates: c("spool_duplicate_samples_total",
 			"GPU samples in spooled batches found already stored (a crash came between their COPY and the spool file's removal); not sent again."),
 
+		Leader: g("leader", "1 while this replica is the active collector (holds the Lease, or runs without leader election) and scrapes telemetry; 0 on a standby."),
+
 		RollupRuns:   c("rollups_total", "Rollup passes (minutes, demand, states) over closed time ranges."),
 		RollupErrors: c("rollup_errors_total", "Rollup passes that failed; the range is retried on the next pass."),
 		RollupUpTo:   g("rollup_up_to_timestamp_seconds", "End (exclusive, Unix time) of the last range rolled up."),
@@ -87,5 +91,5 @@ func NewMetrics() *Metrics {
 // Collectors lists every metric for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Received, m.Written, m.Dropped, m.WriteErrors, m.WriteDuration, m.LastWrite,
-		m.Spooled, m.Duplicates, m.RollupRuns, m.RollupErrors, m.RollupUpTo, m.NodeIdleShare, m.NamespaceIdleShare, m.StateSeconds}
+		m.Spooled, m.Duplicates, m.Leader, m.RollupRuns, m.RollupErrors, m.RollupUpTo, m.NodeIdleShare, m.NamespaceIdleShare, m.StateSeconds}
 }

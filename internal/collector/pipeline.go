@@ -50,6 +50,13 @@ type PipelineConfig struct {
 	// Watch, when set, runs the cluster watcher with these options; its
 	// Store and Logger are the pipeline's.
 	Watch *events.WatchOptions
+	// Elect, when set, runs lead while this replica is the active one
+	// (election.Run on a Lease, say) until its context ends. Telemetry and
+	// the rollups run only inside lead; the ingester, the GPU inventory and
+	// the cluster watcher run on every replica, so a standby's informers
+	// are listed and its watcher stores what it sees (those writes are
+	// idempotent), and a takeover leaves no hole in the cluster's history.
+	Elect func(ctx context.Context, lead func(ctx context.Context)) error
 	// Registerer receives every component's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -162,24 +169,47 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	p.stopScrape = stopScrape
 	invCtx, stopInventory := context.WithCancel(context.Background())
 	ingCtx, stopIngest := context.WithCancel(context.Background())
-	var scrapers sync.WaitGroup
 	every := cfg.ScrapeEvery
 	if every <= 0 {
 		every = DefaultScrapeEvery
 	}
-	if sc := cfg.Scraper; sc != nil {
-		// Each exporter on its own clock, its page handed to the ingester as
-		// soon as it is parsed; the ingester's flush interval batches them.
-		scrapers.Go(func() { _ = sc.Run(scrapeCtx, every, ing.Add) })
-	}
-	for _, src := range sources {
-		scrapers.Go(func() { _ = Scrape(scrapeCtx, src, every, ing, log) })
+	telemetry := func(ctx context.Context) {
+		var scrapers sync.WaitGroup
+		if sc := cfg.Scraper; sc != nil {
+			// Each exporter on its own clock, its page handed to the
+			// ingester as soon as it is parsed; the ingester's flush
+			// interval batches them.
+			scrapers.Go(func() { _ = sc.Run(ctx, every, ing.Add) })
+		}
+		for _, src := range sources {
+			scrapers.Go(func() { _ = Scrape(ctx, src, every, ing, log) })
+		}
+		scrapers.Wait()
 	}
 	inventoryDone := make(chan struct{})
 	run("GPU inventory", func() error { defer close(inventoryDone); return p.Inventory.Run(invCtx) })
 	run("ingest", func() error { return ing.Run(ingCtx) })
 	p.wg.Go(func() {
-		scrapers.Wait()
+		if cfg.Elect == nil {
+			m.Leader.Set(1)
+			telemetry(scrapeCtx)
+		} else if err := cfg.Elect(scrapeCtx, func(lctx context.Context) {
+			// Only the replica holding the Lease scrapes and rolls up:
+			// samples are not idempotent, so two scraping replicas would
+			// store each scrape twice.
+			log.Info("holding the collector Lease: scraping telemetry and rolling up")
+			m.Leader.Set(1)
+			defer m.Leader.Set(0)
+			var roller sync.WaitGroup
+			roller.Go(func() { _ = p.Roller.Run(lctx) })
+			telemetry(lctx)
+			roller.Wait()
+			log.Info("collector Lease lost or released: telemetry stopped")
+		}); err != nil {
+			p.mu.Lock()
+			p.errs = append(p.errs, fmt.Errorf("leader election: %w", err))
+			p.mu.Unlock()
+		}
 		if cfg.SourcesStopped != nil {
 			cfg.SourcesStopped()
 		}
@@ -188,7 +218,9 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 		close(p.scraped)
 		stopIngest()
 	})
-	run("rollup", func() error { return p.Roller.Run(ctx) })
+	if cfg.Elect == nil {
+		run("rollup", func() error { return p.Roller.Run(ctx) })
+	}
 	if p.Watcher != nil {
 		run("cluster watcher", func() error { return p.Watcher.Run(ctx) })
 	}

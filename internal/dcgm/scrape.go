@@ -209,8 +209,8 @@ func (s *ExporterScraper) newParser() *pageParser {
 }
 
 // Run scrapes every target every interval until ctx ends, each on its own
-// clock: a target's scrapes start at an offset within the interval derived
-// from its URL (as Prometheus spreads them), and a slow, huge or failing
+// clock: a target's scrapes fall at a fixed offset within each interval of
+// the wall clock, derived from its URL (as Prometheus spreads them), and a slow, huge or failing
 // target costs only its own scrapes. The target list is read again every
 // interval; targets that went are stopped, new ones started. Each page's
 // samples go to add as soon as it is parsed. When ctx ends, scrapes and
@@ -266,7 +266,7 @@ func (s *ExporterScraper) Run(ctx context.Context, every time.Duration, add func
 // loop scrapes one target every interval until ctx ends.
 func (s *ExporterScraper) loop(ctx context.Context, target string, every time.Duration, add func([]schedloop.GPUSample), log *slog.Logger) {
 	pp := s.newParser()
-	timer := time.NewTimer(offset(target, every))
+	timer := time.NewTimer(untilPhase(time.Now(), offset(target, every), every))
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
@@ -301,9 +301,16 @@ func (s *ExporterScraper) loop(ctx context.Context, target string, every time.Du
 	}
 }
 
-// offset is where in the interval target's scrapes fall: fixed per target,
-// so its samples stay an interval apart across restarts of its loop, and
-// spread, so the targets' scrapes do not all start at once.
+// untilPhase is the wait from now to the next instant whose offset within
+// the interval, counted from the Unix epoch, is phase.
+func untilPhase(now time.Time, phase, every time.Duration) time.Duration {
+	return (phase - time.Duration(now.UnixNano()%int64(every)) + every) % every
+}
+
+// offset is where in the interval target's scrapes fall, on the wall clock:
+// fixed per target, so its samples stay an interval apart across restarts of
+// its loop and across collectors taking over from one another, and spread,
+// so the targets' scrapes do not all start at once.
 func offset(target string, every time.Duration) time.Duration {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(target))

@@ -7,16 +7,14 @@ package publish
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/schedloop/schedloop/internal/election"
 	"github.com/schedloop/schedloop/internal/profile"
 )
 
@@ -65,37 +63,10 @@ func ConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name
 }
 
 // Election configures LeaderElected.
-type Election struct {
-	Namespace, Lease, Identity string
-	// LeaseDuration, RenewDeadline and RetryPeriod default to 15s, 10s, 2s
-	// (kube-controller-manager's values).
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-}
+type Election = election.Config
 
 // LeaderElected runs fn whenever this process holds the Lease, until ctx
 // ends. fn's context is cancelled when leadership is lost.
 func LeaderElected(ctx context.Context, client kubernetes.Interface, e Election, fn func(ctx context.Context)) error {
-	if e.Namespace == "" || e.Lease == "" || e.Identity == "" {
-		return fmt.Errorf("leader election: namespace, lease and identity are required (got %q, %q, %q)", e.Namespace, e.Lease, e.Identity)
-	}
-	if e.LeaseDuration == 0 {
-		e.LeaseDuration, e.RenewDeadline, e.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
-	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, e.Namespace, e.Lease, client.CoreV1(), client.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: e.Identity})
-	if err != nil {
-		return fmt.Errorf("leader election lock %s/%s: %w", e.Namespace, e.Lease, err)
-	}
-	for ctx.Err() == nil {
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: lock, LeaseDuration: e.LeaseDuration, RenewDeadline: e.RenewDeadline, RetryPeriod: e.RetryPeriod,
-			ReleaseOnCancel: true, Name: e.Lease,
-			Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: fn, OnStoppedLeading: func() {}},
-		})
-		if err != nil {
-			return fmt.Errorf("leader election: %w", err)
-		}
-		le.Run(ctx) // returns when leadership is lost or ctx ends; try again
-	}
-	return nil
+	return election.Run(ctx, client, e, fn)
 }
