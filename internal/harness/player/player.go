@@ -164,7 +164,7 @@ func (p *Player) Run(ctx context.Context) (Report, error) {
 // Submit creates priority classes, then each job's PodGroup and pods at its
 // arrival time. It returns once the last job is submitted.
 func (p *Player) Submit(ctx context.Context) error {
-	if err := p.ensurePriorityClasses(ctx); err != nil {
+	if err := p.EnsurePriorityClasses(ctx); err != nil {
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)
@@ -227,7 +227,9 @@ func PriorityClassName(p int32) string {
 	return "schedloop-priority-" + strconv.Itoa(int(p))
 }
 
-func (p *Player) ensurePriorityClasses(ctx context.Context) error {
+// EnsurePriorityClasses creates the priority class of every priority the
+// trace uses (Submit does this first).
+func (p *Player) EnsurePriorityClasses(ctx context.Context) error {
 	seen := map[int32]bool{0: true} // priority 0 needs no class
 	for _, j := range p.jobs {
 		if seen[j.Priority] {
@@ -246,6 +248,11 @@ func (p *Player) ensurePriorityClasses(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Pod is the pod Submit creates for member of trace job j, whose
+// Kubernetes name is job: for drivers that create pods on a schedule of
+// their own and must ask for exactly what a replay asks for.
+func (p *Player) Pod(job string, member int, j trace.Job) *corev1.Pod { return p.pod(job, member, j) }
 
 func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 	labels := map[string]string{podgroup.LabelPodGroup: job, harness.LabelJob: job}

@@ -1,0 +1,312 @@
+package fidelity_test
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/sim"
+	"github.com/schedloop/schedloop/internal/trace"
+	"github.com/schedloop/schedloop/internal/tuner"
+)
+
+var (
+	diffSeed   = flag.Uint64("difftest.seed", 1, "seed of the differential test's workload")
+	diffJobs   = flag.Int("difftest.jobs", 300, "jobs in each differential workload")
+	diffSeeds  = flag.Int("difftest.seeds", 4, "workloads (seeds 1..N) BenchmarkSimLiveAgreement plays")
+	diffStrict = flag.Bool("difftest.strict", false, "fail TestDifferential below 98% identical placements")
+	diffBare   = flag.Int("difftest.unlabelled", defaultMix.unlabelled, "nodes without topology labels in each workload")
+	diffShares = flag.Float64("difftest.shares", defaultMix.shares, "share of jobs asking for part of one GPU")
+	diffHigh   = flag.Float64("difftest.high", defaultMix.high, "share of jobs at the high priority")
+)
+
+// workloadMix is defaultMix with the flags applied.
+func workloadMix() mix {
+	m := defaultMix
+	m.unlabelled, m.shares, m.high = *diffBare, *diffShares, *diffHigh
+	return m
+}
+
+// minAgreement is the share of pods the simulator must place exactly as
+// the live scheduler does: same node, same start, same gang domain.
+const minAgreement = 0.98
+
+// TestDifferential plays one seeded workload through the simulator and
+// through kube-scheduler with schedloop's plugins, compares them pod by pod
+// and prints every disagreement with its cause.
+func TestDifferential(t *testing.T) {
+	sc := generate(*diffSeed, *diffJobs, workloadMix())
+	cmp := differential(t, sc)
+	cmp.log(t)
+	if cmp.ratio() < minAgreement {
+		msg := fmt.Sprintf("seed %d: %d of %d pods placed identically (%.4f), below %.2f", sc.seed, cmp.agree, cmp.pods, cmp.ratio(), minAgreement)
+		if *diffStrict {
+			t.Error(msg)
+		} else {
+			t.Log(msg + " (enforced with -difftest.strict, make difftest)")
+		}
+	}
+}
+
+// BenchmarkSimLiveAgreement is TestDifferential over seeds 1..-difftest.seeds;
+// it reports the share of all their pods placed identically.
+func BenchmarkSimLiveAgreement(b *testing.B) {
+	for range b.N {
+		agree, pods := 0, 0
+		for seed := uint64(1); seed <= uint64(*diffSeeds); seed++ {
+			cmp := differential(b, generate(seed, *diffJobs, workloadMix()))
+			cmp.log(b)
+			agree += cmp.agree
+			pods += cmp.pods
+		}
+		b.ReportMetric(float64(agree)/float64(pods), "sim_live_agreement@ratio")
+	}
+}
+
+// comparison is the pod-by-pod result of one workload.
+type comparison struct {
+	seed        uint64
+	pods, agree int
+	diffs       []disagreement
+	causes      map[string]int // pods per cause
+	simTook     time.Duration
+	liveTook    time.Duration
+	steps       int
+}
+
+type disagreement struct {
+	job      trace.Job
+	pods     int // members placed differently
+	at       time.Duration
+	sim      string
+	live     string
+	cause    string
+	detail   string
+	followup bool // after an earlier disagreement changed the cluster's state
+}
+
+func (c *comparison) ratio() float64 {
+	if c.pods == 0 {
+		return 0
+	}
+	return float64(c.agree) / float64(c.pods)
+}
+
+func (c *comparison) log(t testing.TB) {
+	t.Helper()
+	t.Logf("seed %d: %d/%d pods identical (%.4f) in %d jobs' worth of %d steps; simulator %v, live %v",
+		c.seed, c.agree, c.pods, c.ratio(), len(c.diffs), c.steps, c.simTook.Round(time.Millisecond), c.liveTook.Round(time.Second))
+	for _, d := range c.diffs {
+		after := ""
+		if d.followup {
+			after = " [after an earlier divergence]"
+		}
+		t.Logf("  differs: %s (%s) at %v: simulator %s; scheduler %s; cause: %s%s%s", d.job.Name, describe(d.job),
+			d.at, d.sim, d.live, d.cause, d.detail, after)
+	}
+	causes := make([]string, 0, len(c.causes))
+	for k := range c.causes {
+		causes = append(causes, k)
+	}
+	sort.Strings(causes)
+	for _, k := range causes {
+		t.Logf("  cause %-28s %d pods", k, c.causes[k])
+	}
+}
+
+func describe(j trace.Job) string {
+	var b strings.Builder
+	switch {
+	case j.Members > 1:
+		fmt.Fprintf(&b, "gang %dx%d GPUs", j.Members, j.GPUs)
+	case j.GPUMilli > 0:
+		fmt.Fprintf(&b, "share %d milli-GPU", j.GPUMilli)
+	default:
+		fmt.Fprintf(&b, "%d GPUs", j.GPUs)
+	}
+	fmt.Fprintf(&b, ", %s, priority %d", j.Queue, j.Priority)
+	if len(j.GPUModels) > 0 {
+		fmt.Fprintf(&b, ", only %s", strings.Join(j.GPUModels, "|"))
+	}
+	return b.String()
+}
+
+// differential runs sc on both sides and compares them.
+func differential(t testing.TB, sc scenario) *comparison {
+	t.Helper()
+	doc, err := profile.Parse([]byte(sc.profile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand := tuner.FromDocument(doc)
+	jobs := sim.JobsFromTrace(sc.jobs)
+	began := time.Now()
+	res, err := sim.Run(sim.NewCluster(sc.inv), jobs, sim.Config{Weights: cand.Weights, Queues: cand.Queues,
+		GangTimeout: cand.GangTimeout, Preemption: true, RecordPlacements: true})
+	if err != nil {
+		t.Fatalf("seed %d: replay: %v", sc.seed, err)
+	}
+	simTook := time.Since(began)
+
+	began = time.Now()
+	d := newDriver(t, sc)
+	for i, o := range res.Jobs {
+		if o.State == sim.Done {
+			d.simStarts[o.Start] = append(d.simStarts[o.Start], i)
+		}
+	}
+	d.run()
+	t.Logf("live: barrier %v, scheduling %v, observing %v", d.timing[0], d.timing[1], d.timing[2])
+	cmp := compare(sc, res, d.jobs)
+	cmp.simTook, cmp.liveTook, cmp.steps = simTook, time.Since(began), d.step
+	if t.Failed() {
+		t.Logf("seed %d failed; rerun with -difftest.seed %d", sc.seed, sc.seed)
+	}
+	return cmp
+}
+
+// compare matches each job's pods: members of a gang are interchangeable,
+// so a job's pods agree as far as the multisets of their nodes overlap, and
+// only when the job started at the same instant on both sides.
+func compare(sc scenario, res sim.Result, live []*liveJob) *comparison {
+	labels := map[string]map[string]string{}
+	for _, n := range sc.inv.Nodes {
+		labels[n.Name] = n.Labels
+	}
+	c := &comparison{seed: sc.seed, causes: map[string]int{}}
+	for i, j := range sc.jobs {
+		o, lj := res.Jobs[i], live[i]
+		c.pods += j.Members
+		simStarted := o.State == sim.Done
+		same := 0
+		switch {
+		case !simStarted && !lj.started:
+			same = j.Members
+		case simStarted && lj.started && o.Start == lj.start:
+			same = overlap(o.Nodes, lj.nodes)
+		}
+		c.agree += same
+		if same == j.Members {
+			continue
+		}
+		d := disagreement{job: j, pods: j.Members - same, sim: "never started", live: "never started"}
+		d.at = j.Arrival
+		if simStarted {
+			d.sim = fmt.Sprintf("started %v on %s", o.Start, placement(o.Nodes, labels, j.Members))
+			d.at = o.Start
+		}
+		if lj.started {
+			d.live = fmt.Sprintf("started %v on %s", lj.start, placement(lj.nodes, labels, j.Members))
+			if !simStarted || lj.start < d.at {
+				d.at = lj.start
+			}
+		}
+		d.cause, d.detail = classify(j, o, lj, simStarted, labels)
+		c.diffs = append(c.diffs, d)
+	}
+	slices.SortStableFunc(c.diffs, func(a, b disagreement) int { return int(a.at - b.at) })
+	for k := range c.diffs {
+		c.diffs[k].followup = c.diffs[k].at > c.diffs[0].at
+		c.causes[c.diffs[k].cause] += c.diffs[k].pods
+	}
+	return c
+}
+
+// classify names the reason a job's pods differ. Order matters: the first
+// rule that explains the difference wins.
+func classify(j trace.Job, o sim.Outcome, lj *liveJob, simStarted bool, labels map[string]map[string]string) (cause, detail string) {
+	reason := ""
+	if lj.reason != "" {
+		reason = fmt.Sprintf(" (scheduler: %q)", lj.reason)
+	}
+	unlabelled := func(nodes []string) bool {
+		for _, n := range nodes {
+			if labels[n][trace.LabelRack] == "" {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case o.Preemptions > 0 || lj.preemptions > 0:
+		return "preemption", fmt.Sprintf(" (preempted %d times simulated, %d live)", o.Preemptions, lj.preemptions)
+	case j.GPUMilli > 0:
+		return "GPU share", reason
+	case simStarted && lj.started && o.Start == lj.start:
+		if j.Members > 1 && (unlabelled(o.Nodes) || unlabelled(lj.nodes)) {
+			return "unlabelled node domain", ""
+		}
+		if j.Members > 1 && domain(o.Nodes, labels) != domain(lj.nodes, labels) {
+			return "gang domain", ""
+		}
+		return "node choice", ""
+	case simStarted && (!lj.started || lj.start > o.Start):
+		switch r := strings.ToLower(lj.reason); {
+		case strings.Contains(r, "queue"):
+			return "queue admission", reason
+		case strings.Contains(r, "topology"):
+			return "topology", reason
+		case strings.Contains(r, "gang"):
+			return "gang admission", reason
+		case r == "":
+			return "scheduler later, no reason recorded", ""
+		}
+		return "capacity (scheduler found no node)", reason
+	}
+	return "simulator later", ""
+}
+
+// overlap counts the nodes a and b have in common, as multisets.
+func overlap(a, b []string) int {
+	left := map[string]int{}
+	for _, n := range a {
+		left[n]++
+	}
+	same := 0
+	for _, n := range b {
+		if left[n] > 0 {
+			left[n]--
+			same++
+		}
+	}
+	return same
+}
+
+// domain is the innermost topology domain holding every node ("" when
+// they span the cluster or a node is unlabelled).
+func domain(nodes []string, labels map[string]map[string]string) string {
+	if len(nodes) == 0 {
+		return ""
+	}
+	if first := nodes[0]; !slices.ContainsFunc(nodes, func(n string) bool { return n != first }) {
+		return first
+	}
+	levels := []string{trace.LabelNVLinkDomain, trace.LabelRack, trace.LabelSpine}
+	for _, l := range levels {
+		v := labels[nodes[0]][l]
+		if v == "" {
+			return ""
+		}
+		if !slices.ContainsFunc(nodes, func(n string) bool { return labels[n][l] != v }) {
+			return v
+		}
+	}
+	return ""
+}
+
+func placement(nodes []string, labels map[string]map[string]string, members int) string {
+	s := "[" + strings.Join(nodes, " ") + "]"
+	if members > 1 {
+		if dom := domain(nodes, labels); dom != "" {
+			s += " in " + dom
+		} else {
+			s += " across the cluster"
+		}
+	}
+	return s
+}

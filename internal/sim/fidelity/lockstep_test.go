@@ -1,0 +1,591 @@
+package fidelity_test
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/schedloop/schedloop/internal/harness"
+	"github.com/schedloop/schedloop/internal/harness/player"
+	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/schedplugins"
+	"github.com/schedloop/schedloop/internal/trace"
+)
+
+// The live side runs in lock step with a virtual clock, as the simulator
+// does: at each instant something happens (a job arrives, a job's run time
+// ends) the driver holds the scheduler, applies every change of that
+// instant, lets the scheduler go, and waits until it has nothing left to do
+// before it reads the placements and moves the clock on. Completions are
+// therefore exactly on time on both sides, and the scheduler sees the same
+// set of waiting pods at once that the simulator's pass sees, in its own
+// queue order. Nothing about a decision is changed: the stepper plugin
+// below only delays pods on their way into the active queue.
+
+const (
+	stepperName = "DifferentialStepper"
+	// labelMarker marks the pod the driver creates after a step's changes:
+	// once the scheduler's queue has seen it, it has seen them all.
+	labelMarker = "schedloop.io/step-marker"
+	namespace   = "default"
+	ours        = "schedloop"
+)
+
+// stepper is a test-only plugin: PreEnqueue holds pods back while the
+// driver applies a step's changes, and the other extension points count
+// scheduling cycles begun (PreFilter, first in the profile's order) and
+// ended (PostFilter, first in its order, for a pod no node takes; Unreserve
+// for one turned away after Reserve; PostBind for one bound), so the driver
+// knows when none is in flight.
+type stepper struct {
+	paused         atomic.Bool
+	started, ended atomic.Int64
+	handle         atomic.Pointer[fwk.Handle]
+
+	mu      sync.Mutex
+	markers map[string]bool
+}
+
+func newStepper() *stepper { return &stepper{markers: map[string]bool{}} }
+
+func (s *stepper) factory(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	s.handle.Store(&h)
+	return s, nil
+}
+
+func (s *stepper) Name() string { return stepperName }
+
+func (s *stepper) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Status {
+	if m, ok := pod.Labels[labelMarker]; ok {
+		s.mu.Lock()
+		s.markers[m] = true
+		s.mu.Unlock()
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "step marker")
+	}
+	if s.paused.Load() {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "held between steps")
+	}
+	return nil
+}
+
+func (s *stepper) PreFilter(context.Context, fwk.CycleState, *corev1.Pod, []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	s.started.Add(1)
+	return nil, nil
+}
+
+func (s *stepper) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+func (s *stepper) PostFilter(context.Context, fwk.CycleState, *corev1.Pod, fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	s.ended.Add(1)
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+func (s *stepper) Reserve(context.Context, fwk.CycleState, *corev1.Pod, string) *fwk.Status { return nil }
+
+func (s *stepper) Unreserve(context.Context, fwk.CycleState, *corev1.Pod, string) { s.ended.Add(1) }
+
+func (s *stepper) PostBind(context.Context, fwk.CycleState, *corev1.Pod, string) { s.ended.Add(1) }
+
+// inFlight is how many cycles have begun and not ended.
+func (s *stepper) inFlight() int64 { return s.started.Load() - s.ended.Load() }
+
+func (s *stepper) sawMarker(m string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.markers[m]
+}
+
+// schedulerConfig is the shipped configuration with the stepper added, the
+// test cluster's connection, and a gang Permit timeout short enough that a
+// gang stuck at Permit costs seconds, not a minute, of wall time.
+func schedulerConfig(t testing.TB, kubeconfig string) string {
+	t.Helper()
+	shipped, err := os.ReadFile("../../../deploy/scheduler-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(shipped, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig, "qps": 5000, "burst": 5000}
+	prof := cfg["profiles"].([]any)[0].(map[string]any)
+	plugins := prof["plugins"].(map[string]any)
+	multi := plugins["multiPoint"].(map[string]any)
+	multi["enabled"] = append(multi["enabled"].([]any), map[string]any{"name": stepperName})
+	// Named in both multiPoint and an extension point, the stepper runs
+	// first there: its PreFilter counts cycles another PreFilter ends, and
+	// its PostFilter runs before preemption's.
+	for _, point := range []string{"preFilter", "postFilter"} {
+		plugins[point] = map[string]any{"enabled": []any{map[string]any{"name": stepperName}}}
+	}
+	for _, pc := range prof["pluginConfig"].([]any) {
+		pc := pc.(map[string]any)
+		if pc["name"] == "SchedloopGang" {
+			pc["args"].(map[string]any)["timeoutSeconds"] = 10
+		}
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// liveJob is what the driver knows of one job on the live side.
+type liveJob struct {
+	j       trace.Job
+	name    string // Kubernetes name
+	running bool
+	done    bool
+	// start and nodes are of the job's last start.
+	start       time.Duration
+	started     bool
+	nodes       []string
+	preemptions int
+	epoch       int
+	// reason is the scheduler's message on the job's first pod at the
+	// instant the simulator started the job and the scheduler did not.
+	reason string
+}
+
+type liveEvent struct {
+	at     time.Duration
+	depart bool
+	job    int
+	epoch  int
+	seq    int
+}
+
+type eventQueue []liveEvent
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(liveEvent)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// driver plays a scenario through kube-scheduler with schedloop's plugins.
+type driver struct {
+	t    testing.TB
+	ctx  context.Context
+	c    *harness.Cluster
+	st   *stepper
+	pl   *player.Player
+	pods corelisters.PodLister
+	// lastEvent is when the driver's pod informer last saw a change (Unix ns).
+	lastEvent atomic.Int64
+	jobs      []*liveJob
+	byName    map[string]int
+	events    eventQueue
+	seq       int
+	step      int
+	// simStarts lists, per instant, the jobs the simulator started then.
+	simStarts map[time.Duration][]int
+	timing    [3]time.Duration // barrier, scheduling, observing
+}
+
+func newDriver(t testing.TB, sc scenario) *driver {
+	t.Helper()
+	c := harness.NewForTest(t, harness.Options{})
+	ctx := t.Context()
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: profile.DefaultConfigMapName},
+		Data:       map[string]string{profile.ConfigMapKey: sc.profile}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Pods run until the driver deletes them: no run time annotation, so
+	// the harness's clock plays no part.
+	if _, err := c.AddNodes(ctx, sc.inv.Nodes, harness.NodeOptions{NoExporters: true, Heartbeat: time.Minute, Workers: 8}); err != nil {
+		t.Fatal(err)
+	}
+	clock, err := harness.NewClock(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := player.New(c.Client, c.Dynamic, sc.jobs, player.Options{Clock: clock, SchedulerName: ours, Namespace: namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.EnsurePriorityClasses(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := &driver{t: t, ctx: ctx, c: c, st: newStepper(), pl: pl, byName: map[string]int{}, simStarts: map[time.Duration][]int{}}
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(namespace))
+	inf := factory.Core().V1().Pods().Informer()
+	touch := func(any) { d.lastEvent.Store(time.Now().UnixNano()) }
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: touch, UpdateFunc: func(_, o any) { touch(o) }, DeleteFunc: touch}); err != nil {
+		t.Fatal(err)
+	}
+	d.pods = factory.Core().V1().Pods().Lister()
+	factory.Start(ctx.Done())
+	t.Cleanup(factory.Shutdown)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("pod informer did not sync")
+	}
+	d.st.paused.Store(true)
+	plugins := append(schedplugins.Options(), app.WithPlugin(stepperName, d.st.factory))
+	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{Config: schedulerConfig(t, c.Kubeconfig), Plugins: plugins}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return d.st.handle.Load() != nil, nil
+	}); err != nil {
+		t.Fatalf("scheduler did not build its profile: %v", err)
+	}
+	for i, j := range sc.jobs {
+		lj := &liveJob{j: j, name: player.KubeName(j.Name)}
+		d.jobs = append(d.jobs, lj)
+		d.byName[lj.name] = i
+		d.push(liveEvent{at: j.Arrival, job: i})
+	}
+	return d
+}
+
+func (d *driver) push(e liveEvent) {
+	e.seq = d.seq
+	d.seq++
+	heap.Push(&d.events, e)
+}
+
+// run plays every instant until nothing is left to happen.
+func (d *driver) run() {
+	var requeue []int
+	for d.events.Len() > 0 {
+		now := d.events[0].at
+		d.st.paused.Store(true)
+		var arrive, depart []int
+		for d.events.Len() > 0 && d.events[0].at == now {
+			e := heap.Pop(&d.events).(liveEvent)
+			switch {
+			case !e.depart:
+				arrive = append(arrive, e.job)
+			case e.epoch == d.jobs[e.job].epoch && d.jobs[e.job].running:
+				depart = append(depart, e.job)
+			}
+		}
+		for _, i := range depart {
+			d.deletePods(d.jobs[i])
+			d.jobs[i].running, d.jobs[i].done = false, true
+		}
+		var created []*liveJob
+		for _, i := range append(requeue, arrive...) {
+			d.submit(d.jobs[i])
+			created = append(created, d.jobs[i])
+		}
+		released := len(depart) > 0 || len(requeue) > 0
+		requeue = nil
+		t0 := time.Now()
+		d.barrier()
+		t1 := time.Now()
+		d.st.paused.Store(false)
+		d.activate(released, created)
+		d.waitQuiet()
+		t2 := time.Now()
+		requeue = d.observe(now)
+		d.timing[0] += t1.Sub(t0)
+		d.timing[1] += t2.Sub(t1)
+		d.timing[2] += time.Since(t2)
+	}
+}
+
+func (d *driver) submit(lj *liveJob) {
+	if lj.j.Members > 1 {
+		pg := podgroup.New(namespace, lj.name, int32(lj.j.Members))
+		if _, err := podgroup.Create(d.ctx, d.c.Dynamic, pg); err != nil && !apierrors.IsAlreadyExists(err) {
+			d.t.Fatalf("job %s: %v", lj.j.Name, err)
+		}
+	}
+	for m := range lj.j.Members {
+		pod := d.pl.Pod(lj.name, m, lj.j)
+		// Runs until deleted; a lone pod is no gang of one.
+		delete(pod.Annotations, harness.AnnotationDuration)
+		if lj.j.Members == 1 {
+			delete(pod.Labels, podgroup.LabelPodGroup)
+		}
+		if _, err := d.c.Client.CoreV1().Pods(namespace).Create(d.ctx, pod, metav1.CreateOptions{}); err != nil {
+			d.t.Fatalf("job %s: create pod %s: %v", lj.j.Name, pod.Name, err)
+		}
+	}
+}
+
+func (d *driver) jobPods(lj *liveJob) []*corev1.Pod {
+	var out []*corev1.Pod
+	for m := range lj.j.Members {
+		if p, err := d.pods.Pods(namespace).Get(fmt.Sprintf("%s-%d", lj.name, m)); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (d *driver) deletePods(lj *liveJob) {
+	for m := range lj.j.Members {
+		err := d.c.Client.CoreV1().Pods(namespace).Delete(d.ctx, fmt.Sprintf("%s-%d", lj.name, m), *metav1.NewDeleteOptions(0))
+		if err != nil && !apierrors.IsNotFound(err) {
+			d.t.Fatalf("job %s: delete: %v", lj.j.Name, err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(d.ctx, 2*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return len(d.jobPods(lj)) == 0, nil
+	}); err != nil {
+		d.t.Fatalf("job %s: pods not gone: %v", lj.j.Name, err)
+	}
+}
+
+// barrier returns once the scheduler's queue has seen every change made so
+// far: the watch delivers changes in order, so once the queue saw a marker
+// pod created after them, it saw them.
+func (d *driver) barrier() {
+	d.step++
+	name := fmt.Sprintf("step-marker-%d", d.step)
+	marker := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{labelMarker: name}},
+		Spec: corev1.PodSpec{SchedulerName: ours, TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{Name: "main", Image: "marker"}}},
+	}
+	pods := d.c.Client.CoreV1().Pods(namespace)
+	if _, err := pods.Create(d.ctx, marker, metav1.CreateOptions{}); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(d.ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return d.st.sawMarker(name), nil
+	}); err != nil {
+		d.t.Fatalf("scheduler queue never saw %s: %v", name, err)
+	}
+	if err := pods.Delete(d.ctx, name, *metav1.NewDeleteOptions(0)); err != nil {
+		d.t.Fatal(err)
+	}
+	// The scheduler's cache follows the same watch on a handler of its
+	// own; give it the moment it needs to catch up with the queue's.
+	time.Sleep(5 * time.Millisecond)
+}
+
+// activate moves waiting pods into the active queue at once: after a step
+// that released resources every waiting pod, else only the new ones, as the
+// simulator's pass retries a job only when something was released since it
+// last failed. Pods come from the scheduler's own informer, which has seen
+// everything the barrier waited for.
+func (d *driver) activate(all bool, created []*liveJob) {
+	h := *d.st.handle.Load()
+	lister := h.SharedInformerFactory().Core().V1().Pods().Lister().Pods(namespace)
+	pending := map[string]*corev1.Pod{}
+	add := func(p *corev1.Pod) {
+		if p.Spec.NodeName == "" && p.Labels[labelMarker] == "" && p.DeletionTimestamp == nil {
+			pending[p.Namespace+"/"+p.Name] = p
+		}
+	}
+	if all {
+		pods, _ := lister.List(labels.Everything())
+		for _, p := range pods {
+			add(p)
+		}
+	}
+	for _, lj := range created {
+		for m := range lj.j.Members {
+			p, err := lister.Get(fmt.Sprintf("%s-%d", lj.name, m))
+			if err != nil {
+				d.t.Fatalf("step %d: the scheduler has not seen pod %s-%d: %v", d.step, lj.name, m, err)
+			}
+			add(p)
+		}
+	}
+	if len(pending) > 0 {
+		if os.Getenv("DIFFTEST_DEBUG") != "" {
+			d.t.Logf("step %d: activating %d pods (gated %v, unschedulable %v, active %v)", d.step, len(pending),
+				gauge(schedmetrics.GatedPods()), gauge(schedmetrics.UnschedulablePods()), gauge(schedmetrics.ActivePods()))
+		}
+		h.Activate(klog.Background(), pending)
+		if os.Getenv("DIFFTEST_DEBUG") != "" {
+			d.t.Logf("step %d: activated (gated %v, unschedulable %v, active %v)", d.step,
+				gauge(schedmetrics.GatedPods()), gauge(schedmetrics.UnschedulablePods()), gauge(schedmetrics.ActivePods()))
+		}
+	}
+}
+
+// settle is how long the scheduler must stay idle (queues empty, every
+// cycle it began ended) with no pod changing before a step counts as done:
+// it covers the status writes and preemption deletions the scheduler makes
+// just after a cycle ends.
+const settle = 30 * time.Millisecond
+
+// waitQuiet returns once the scheduler has nothing left to do.
+func (d *driver) waitQuiet() {
+	deadline := time.Now().Add(2 * time.Minute)
+	var idleSince time.Time
+	for time.Now().Before(deadline) {
+		time.Sleep(3 * time.Millisecond)
+		if !d.schedulerIdle() {
+			idleSince = time.Time{}
+			continue
+		}
+		if idleSince.IsZero() {
+			idleSince = time.Now()
+		}
+		if time.Since(idleSince) < settle || time.Since(time.Unix(0, d.lastEvent.Load())) < settle || d.podsInMotion() {
+			continue
+		}
+		return
+	}
+	d.t.Fatalf("step %d: scheduler still busy after 2 minutes (active %v, backoff %v, cycles in flight %d, binding %v, preempting %v, last pod change %v ago, in motion: %v)",
+		d.step, gauge(schedmetrics.ActivePods()), gauge(schedmetrics.BackoffPods()), d.st.inFlight(),
+		gauge(schedmetrics.Goroutines.WithLabelValues(schedmetrics.Binding)), gauge(schedmetrics.Goroutines.WithLabelValues("DefaultPreemption")),
+		time.Since(time.Unix(0, d.lastEvent.Load())), d.inMotion())
+}
+
+func (d *driver) schedulerIdle() bool {
+	return d.st.inFlight() == 0 && gauge(schedmetrics.ActivePods()) == 0 && gauge(schedmetrics.BackoffPods()) == 0 &&
+		gauge(schedmetrics.Goroutines.WithLabelValues(schedmetrics.Binding)) == 0 &&
+		gauge(schedmetrics.Goroutines.WithLabelValues("DefaultPreemption")) == 0
+}
+
+func gauge(g metrics.GaugeMetric) float64 {
+	v, err := testutil.GetGaugeMetricValue(g)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// podsInMotion: a pod being deleted (a preemption victim on its way out)
+// means the scheduler's work is not done.
+func (d *driver) podsInMotion() bool { return len(d.inMotion()) > 0 }
+
+func (d *driver) inMotion() []string {
+	var out []string
+	all, _ := d.pods.Pods(namespace).List(labels.Everything())
+	for _, p := range all {
+		if p.DeletionTimestamp != nil {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// observe reads the placements after the instant now: jobs whose members
+// are all bound started now; running jobs that lost a member were
+// preempted, and like the simulator's they are stopped whole and return to
+// the queue (resubmitted at the next instant).
+func (d *driver) observe(now time.Duration) (requeue []int) {
+	// A list from the apiserver, not the informer: every binding the
+	// scheduler finished is in it, however late its watch event comes.
+	list, err := d.c.Client.CoreV1().Pods(namespace).List(d.ctx, metav1.ListOptions{})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	byName := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
+	}
+	listed := func(lj *liveJob) []*corev1.Pod {
+		var out []*corev1.Pod
+		for m := range lj.j.Members {
+			if p := byName[fmt.Sprintf("%s-%d", lj.name, m)]; p != nil {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	for i, lj := range d.jobs {
+		if lj.done || lj.j.Arrival > now {
+			continue
+		}
+		pods := listed(lj)
+		var nodes []string
+		for _, p := range pods {
+			if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+				nodes = append(nodes, p.Spec.NodeName)
+			}
+		}
+		switch {
+		case lj.running && len(nodes) < lj.j.Members:
+			d.deletePods(lj)
+			lj.running = false
+			lj.epoch++
+			lj.preemptions++
+			requeue = append(requeue, i)
+		case !lj.running && len(nodes) == lj.j.Members:
+			slices.Sort(nodes)
+			lj.running, lj.started, lj.start, lj.nodes = true, true, now, nodes
+			d.push(liveEvent{at: now + lj.j.Duration, depart: true, job: i, epoch: lj.epoch})
+		}
+	}
+	if os.Getenv("DIFFTEST_DEBUG") != "" {
+		d.t.Logf("step %d quiet: active %v backoff %v unsched %v gated %v inflight %d (started %d) binding %v", d.step,
+			gauge(schedmetrics.ActivePods()), gauge(schedmetrics.BackoffPods()), gauge(schedmetrics.UnschedulablePods()), gauge(schedmetrics.GatedPods()),
+			d.st.inFlight(), d.st.started.Load(), gauge(schedmetrics.Goroutines.WithLabelValues(schedmetrics.Binding)))
+		all, _ := d.pods.Pods(namespace).List(labels.Everything())
+		for _, p := range all {
+			if p.Spec.NodeName == "" {
+				msg := "no condition"
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodScheduled {
+						msg = c.Reason + ": " + c.Message
+					}
+				}
+				d.t.Logf("step %d at %v: %s pending: %s", d.step, now, p.Name, msg)
+				evs, _ := d.c.Client.EventsV1().Events(namespace).List(d.ctx, metav1.ListOptions{})
+				for _, ev := range evs.Items {
+					if ev.Regarding.Name == p.Name {
+						d.t.Logf("    event %s %s (x%d)", ev.Reason, ev.Note, ev.DeprecatedCount)
+					}
+				}
+			}
+		}
+	}
+	for _, i := range d.simStarts[now] {
+		lj := d.jobs[i]
+		if lj.running && lj.start == now || len(lj.j.Name) == 0 {
+			continue
+		}
+		for _, p := range listed(lj) {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && lj.reason == "" {
+					lj.reason = strings.TrimSpace(c.Message)
+				}
+			}
+		}
+	}
+	return requeue
+}
