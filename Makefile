@@ -16,7 +16,7 @@ FUZZTIME    ?= 20s
 
 export DATABASE_URL
 
-.PHONY: help build test lint bench bench-hostile web eval fgd-table fuzz postgres postgres-stop chromium demo demo-db demo-smoke clean
+.PHONY: help build test difftest lint bench bench-hostile web eval fgd-table fuzz postgres postgres-stop chromium demo demo-db demo-smoke clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ build: ## build every command into ./bin
 
 test: postgres chromium ## run every test (starts a local Postgres if none answers, installs Chromium if missing)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+difftest: ## the simulator against the live scheduler on the full differential workload (unlabelled nodes, GPU shares, preemption); fails below 98% identical placements
+	$(GO) test -count=1 -run '^TestDifferential$$' -timeout 60m -v ./internal/sim/fidelity/ -args -difftest.full
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -45,6 +48,7 @@ bench: postgres ## run the benchmarks and print each headline figure as `BENCH <
 	$(GO) test -run '^$$' -bench '^BenchmarkDashboardAPI$$' -benchtime 1x -count 3 ./internal/api/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkAPIStorm$$' -benchtime 1x -count 1 -timeout 30m ./internal/api/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkSchedulerThroughput$$' -benchtime 1x -timeout 30m ./internal/schedplugins/bench/ -args -sched.nodes 1000 -sched.pods 10000 | $(GO) run ./scripts/benchreport
+	$(GO) test -run '^$$' -bench '^BenchmarkSimLiveAgreement$$' -benchtime 1x -timeout 180m ./internal/sim/fidelity/ | $(GO) run ./scripts/benchreport
 	scripts/bench-harness.sh
 
 bench-hostile: ## 100 exporters beside 4 hostile ones for 5 minutes at 15 s: BENCH collector_hostile_target_good_scrape_ratio (~6 min)

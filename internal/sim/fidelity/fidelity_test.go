@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -69,17 +68,8 @@ func TestSimulatorAgreesWithScheduler(t *testing.T) {
 	}
 
 	// The same pods, one at a time, through the real scheduler.
-	c := harness.NewForTest(t, harness.Options{})
+	c := clusterWithProfile(t, profileYAML)
 	ctx := t.Context()
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}},
-		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: profile.DefaultConfigMapName},
-		Data:       map[string]string{profile.ConfigMapKey: profileYAML}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := c.AddNodes(ctx, nodes, harness.NodeOptions{NoExporters: true, Heartbeat: time.Minute}); err != nil {
 		t.Fatal(err)
 	}

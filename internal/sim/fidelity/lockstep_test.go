@@ -1,7 +1,7 @@
 package fidelity_test
 
 import (
-	"container/heap"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -106,7 +106,9 @@ func (s *stepper) PostFilter(context.Context, fwk.CycleState, *corev1.Pod, fwk.N
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }
 
-func (s *stepper) Reserve(context.Context, fwk.CycleState, *corev1.Pod, string) *fwk.Status { return nil }
+func (s *stepper) Reserve(context.Context, fwk.CycleState, *corev1.Pod, string) *fwk.Status {
+	return nil
+}
 
 func (s *stepper) Unreserve(context.Context, fwk.CycleState, *corev1.Pod, string) { s.ended.Add(1) }
 
@@ -159,6 +161,24 @@ func schedulerConfig(t testing.TB, kubeconfig string) string {
 	return string(out)
 }
 
+// clusterWithProfile starts an in-process cluster whose scheduling
+// profile ConfigMap holds doc.
+func clusterWithProfile(t testing.TB, doc string) *harness.Cluster {
+	t.Helper()
+	c := harness.NewForTest(t, harness.Options{})
+	ctx := t.Context()
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: profile.DefaultConfigMapName},
+		Data:       map[string]string{profile.ConfigMapKey: doc}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // liveJob is what the driver knows of one job on the live side.
 type liveJob struct {
 	j       trace.Job
@@ -184,24 +204,6 @@ type liveEvent struct {
 	seq    int
 }
 
-type eventQueue []liveEvent
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(liveEvent)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
 // driver plays a scenario through kube-scheduler with schedloop's plugins.
 type driver struct {
 	t    testing.TB
@@ -214,7 +216,7 @@ type driver struct {
 	lastEvent atomic.Int64
 	jobs      []*liveJob
 	byName    map[string]int
-	events    eventQueue
+	events    []liveEvent // by time, then by when they were pushed
 	seq       int
 	step      int
 	// simStarts lists, per instant, the jobs the simulator started then.
@@ -224,17 +226,8 @@ type driver struct {
 
 func newDriver(t testing.TB, sc scenario) *driver {
 	t.Helper()
-	c := harness.NewForTest(t, harness.Options{})
+	c := clusterWithProfile(t, sc.profile)
 	ctx := t.Context()
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}},
-		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: profile.DefaultConfigMapName},
-		Data:       map[string]string{profile.ConfigMapKey: sc.profile}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	// Pods run until the driver deletes them: no run time annotation, so
 	// the harness's clock plays no part.
 	if _, err := c.AddNodes(ctx, sc.inv.Nodes, harness.NodeOptions{NoExporters: true, Heartbeat: time.Minute, Workers: 8}); err != nil {
@@ -286,18 +279,25 @@ func newDriver(t testing.TB, sc scenario) *driver {
 func (d *driver) push(e liveEvent) {
 	e.seq = d.seq
 	d.seq++
-	heap.Push(&d.events, e)
+	i, _ := slices.BinarySearchFunc(d.events, e, func(a, b liveEvent) int {
+		if a.at != b.at {
+			return cmp.Compare(a.at, b.at)
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	d.events = slices.Insert(d.events, i, e)
 }
 
 // run plays every instant until nothing is left to happen.
 func (d *driver) run() {
 	var requeue []int
-	for d.events.Len() > 0 {
+	for len(d.events) > 0 {
 		now := d.events[0].at
 		d.st.paused.Store(true)
 		var arrive, depart []int
-		for d.events.Len() > 0 && d.events[0].at == now {
-			e := heap.Pop(&d.events).(liveEvent)
+		for len(d.events) > 0 && d.events[0].at == now {
+			e := d.events[0]
+			d.events = d.events[1:]
 			switch {
 			case !e.depart:
 				arrive = append(arrive, e.job)
@@ -432,15 +432,7 @@ func (d *driver) activate(all bool, created []*liveJob) {
 		}
 	}
 	if len(pending) > 0 {
-		if os.Getenv("DIFFTEST_DEBUG") != "" {
-			d.t.Logf("step %d: activating %d pods (gated %v, unschedulable %v, active %v)", d.step, len(pending),
-				gauge(schedmetrics.GatedPods()), gauge(schedmetrics.UnschedulablePods()), gauge(schedmetrics.ActivePods()))
-		}
 		h.Activate(klog.Background(), pending)
-		if os.Getenv("DIFFTEST_DEBUG") != "" {
-			d.t.Logf("step %d: activated (gated %v, unschedulable %v, active %v)", d.step,
-				gauge(schedmetrics.GatedPods()), gauge(schedmetrics.UnschedulablePods()), gauge(schedmetrics.ActivePods()))
-		}
 	}
 }
 
@@ -549,29 +541,6 @@ func (d *driver) observe(now time.Duration) (requeue []int) {
 			slices.Sort(nodes)
 			lj.running, lj.started, lj.start, lj.nodes = true, true, now, nodes
 			d.push(liveEvent{at: now + lj.j.Duration, depart: true, job: i, epoch: lj.epoch})
-		}
-	}
-	if os.Getenv("DIFFTEST_DEBUG") != "" {
-		d.t.Logf("step %d quiet: active %v backoff %v unsched %v gated %v inflight %d (started %d) binding %v", d.step,
-			gauge(schedmetrics.ActivePods()), gauge(schedmetrics.BackoffPods()), gauge(schedmetrics.UnschedulablePods()), gauge(schedmetrics.GatedPods()),
-			d.st.inFlight(), d.st.started.Load(), gauge(schedmetrics.Goroutines.WithLabelValues(schedmetrics.Binding)))
-		all, _ := d.pods.Pods(namespace).List(labels.Everything())
-		for _, p := range all {
-			if p.Spec.NodeName == "" {
-				msg := "no condition"
-				for _, c := range p.Status.Conditions {
-					if c.Type == corev1.PodScheduled {
-						msg = c.Reason + ": " + c.Message
-					}
-				}
-				d.t.Logf("step %d at %v: %s pending: %s", d.step, now, p.Name, msg)
-				evs, _ := d.c.Client.EventsV1().Events(namespace).List(d.ctx, metav1.ListOptions{})
-				for _, ev := range evs.Items {
-					if ev.Regarding.Name == p.Name {
-						d.t.Logf("    event %s %s (x%d)", ev.Reason, ev.Note, ev.DeprecatedCount)
-					}
-				}
-			}
 		}
 	}
 	for _, i := range d.simStarts[now] {

@@ -25,16 +25,16 @@ const (
 	modelSmall = "NVIDIA-A100-SXM4-40GB"
 )
 
-// Queues and their limits. Together they allow the cluster's 384 GPUs, so
-// each queue can be held back by its own limit while the cluster still
-// fills up and high-priority pods have to preempt.
+// Queues and their limits. Together they allow more than the cluster's 384
+// GPUs, so each queue can be held back by its own limit while the cluster
+// still fills up and high-priority pods have to preempt.
 var queueLimits = []struct {
 	name        string
 	gpus, gangs int
 }{
 	{"team-a", 192, 0},
-	{"team-b", 128, 0},
-	{"team-c", 64, 3},
+	{"team-b", 160, 0},
+	{"team-c", 128, 3},
 }
 
 // The profile under test. Fragmentation is left out: the live plugin
@@ -69,7 +69,7 @@ const highPriority = 100
 // generate builds the scenario of seed: 56 nodes (40 of 8 GPUs, 16 of 4, in
 // 2 spines x 2 racks x 2 NVLink domains, 8 of them without topology labels)
 // and jobs (lone pods, GPU shares, gangs of 2 to 16, three queues, two
-// priorities) arriving about every 30 s and running 5 to 40 minutes, drawn
+// priorities) arriving about every 40 s and running 5 to 40 minutes, drawn
 // as m says. The same seed and mix give the same scenario.
 func generate(seed uint64, jobs int, m mix) scenario {
 	rng := rand.New(rand.NewPCG(seed, 0xd1ff))
@@ -104,7 +104,7 @@ func generate(seed uint64, jobs int, m mix) scenario {
 	out := make([]trace.Job, jobs)
 	var at time.Duration
 	for i := range out {
-		at += time.Duration(rng.ExpFloat64() * float64(30*time.Second)).Round(time.Millisecond)
+		at += time.Duration(rng.ExpFloat64() * float64(40*time.Second)).Round(time.Millisecond)
 		j := trace.Job{
 			Name: fmt.Sprintf("job-%03d", i), Arrival: at, Members: 1,
 			Duration:  time.Duration(5+rng.IntN(36)) * time.Minute,
@@ -119,7 +119,7 @@ func generate(seed uint64, jobs int, m mix) scenario {
 		default:
 			j.Members = []int{2, 3, 4, 6, 8, 12, 16}[rng.IntN(7)]
 			j.GPUs = []int{1, 2, 4, 8}[rng.IntN(4)]
-			for j.Members*j.GPUs > 64 {
+			for j.Members*j.GPUs > 48 {
 				j.GPUs /= 2
 			}
 		}
