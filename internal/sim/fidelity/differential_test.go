@@ -12,12 +12,11 @@ import (
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/trace"
-	"github.com/schedloop/schedloop/internal/tuner"
 )
 
 var (
 	diffSeed  = flag.Uint64("difftest.seed", 1, "seed of TestDifferential's workload")
-	diffJobs  = flag.Int("difftest.jobs", 0, "jobs in each differential workload (0: 300 in the full mix, 120 in the shared-rules mix)")
+	diffJobs  = flag.Int("difftest.jobs", 0, "jobs in each differential workload (0: 300 in the full mix, 100 in the shared-rules mix)")
 	diffSeeds = flag.Int("difftest.seeds", 3, "workloads (seeds 1..N) BenchmarkSimLiveAgreement plays")
 	diffFull  = flag.Bool("difftest.full", false, "TestDifferential plays the full mix (unlabelled nodes, GPU shares, preemption), as make difftest does")
 )
@@ -39,7 +38,7 @@ const minAgreement = 0.98
 // agree. By default it plays the shared-rules mix; -difftest.full (make
 // difftest) plays the full one.
 func TestDifferential(t *testing.T) {
-	m, jobs := sharedRulesMix, 120
+	m, jobs := sharedRulesMix, 100
 	if *diffFull {
 		m, jobs = defaultMix, 300
 	}
@@ -149,11 +148,9 @@ func differential(t testing.TB, sc scenario) *comparison {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cand := tuner.FromDocument(doc)
 	jobs := sim.JobsFromTrace(sc.jobs)
 	began := time.Now()
-	res, err := sim.Run(sim.NewCluster(sc.inv), jobs, sim.Config{Weights: cand.Weights, Queues: cand.Queues,
-		GangTimeout: cand.GangTimeout, Preemption: true, RecordPlacements: true})
+	res, err := sim.Run(sim.NewCluster(sc.inv), jobs, sim.Config{Params: doc.Params(), Preemption: true, RecordPlacements: true})
 	if err != nil {
 		t.Fatalf("seed %d: replay: %v", sc.seed, err)
 	}

@@ -123,9 +123,8 @@ func (s *stepper) sawMarker(m string) bool {
 	return s.markers[m]
 }
 
-// schedulerConfig is the shipped configuration with the stepper added, the
-// test cluster's connection, and a gang Permit timeout short enough that a
-// gang stuck at Permit costs seconds, not a minute, of wall time.
+// schedulerConfig is the shipped configuration with the stepper added and
+// the test cluster's connection.
 func schedulerConfig(t testing.TB, kubeconfig string) string {
 	t.Helper()
 	shipped, err := os.ReadFile("../../../deploy/scheduler-config.yaml")
@@ -147,12 +146,6 @@ func schedulerConfig(t testing.TB, kubeconfig string) string {
 	// its PostFilter runs before preemption's.
 	for _, point := range []string{"preFilter", "postFilter"} {
 		plugins[point] = map[string]any{"enabled": []any{map[string]any{"name": stepperName}}}
-	}
-	for _, pc := range prof["pluginConfig"].([]any) {
-		pc := pc.(map[string]any)
-		if pc["name"] == "SchedloopGang" {
-			pc["args"].(map[string]any)["timeoutSeconds"] = 10
-		}
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -39,10 +39,12 @@ var queueLimits = []struct {
 
 // The profile under test. Fragmentation is left out: the live plugin
 // measures it against the pods it has seen so far, the replay against the
-// whole trace, so the two would differ by design, not by error.
+// whole trace, so the two would differ by design, not by error. The gang
+// timeout is short because live it is wall time: a gang held at Permit
+// costs the step that long.
 func differentialProfile() string {
 	doc := "apiVersion: schedloop.io/v1\nkind: SchedulingProfile\nname: differential\n" +
-		"weights: {topology: 10, bestfit: 2, packing: 1}\nqueues:\n"
+		"weights: {topology: 10, bestfit: 2, packing: 1}\ngangTimeoutSeconds: 10\nqueues:\n"
 	for _, q := range queueLimits {
 		doc += fmt.Sprintf("  %s: {maxGPUs: %d, maxRunningGangs: %d}\n", q.name, q.gpus, q.gangs)
 	}
