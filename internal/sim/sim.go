@@ -482,7 +482,11 @@ func (r *replay) schedule(t time.Duration) {
 			// something is released.
 			js.tried = r.gen
 		}
-		if r.cfg.Preemption && js.job.Members == 1 && js.status == waiting && js.job.Priority > r.lowest && r.preempt(js, t) {
+		// A job its queue refuses does not preempt: evictions free no share
+		// of its queue (live, the queue plugin's refusal is unresolvable by
+		// preemption), and placing it would carry its queue past the limit.
+		if r.cfg.Preemption && js.job.Members == 1 && js.status == waiting && js.job.Priority > r.lowest &&
+			scoring.QueueAdmits(r.cfg.Limit(js.job.Queue), r.usage[js.job.Queue], js.job.DemandMilli(), false) && r.preempt(js, t) {
 			continue
 		}
 		keep = append(keep, js)

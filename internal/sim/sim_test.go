@@ -70,6 +70,12 @@ func TestReplaySemantics(t *testing.T) {
 		{"preemption evicts the lower priority job", cluster(1, 8),
 			[]Job{job("low", 0, 100, 1, 8), prio(job("high", 10, 10, 1, 8), 100)},
 			Config{Params: scoring.Params{Weights: bin}, Preemption: true}, []time.Duration{sec(20), sec(10)}},
+		// high's queue holds held's GPU at its limit of 1: evicting either
+		// job would not admit high, so it waits for held to end.
+		{"a job its queue refuses does not preempt", cluster(1, 8),
+			[]Job{queue(job("other", 0, 100, 1, 7), "o"), queue(job("held", 0, 50, 1, 1), "q"), prio(queue(job("high", 10, 10, 1, 1), "q"), 100)},
+			Config{Params: scoring.Params{Weights: bin, Queues: map[string]scoring.QueueLimit{"q": {MaxGPUs: 1}}}, Preemption: true},
+			[]time.Duration{0, 0, sec(50)}},
 		{"no preemption without it", cluster(1, 8),
 			[]Job{job("low", 0, 100, 1, 8), prio(job("high", 10, 10, 1, 8), 100)},
 			Config{Params: scoring.Params{Weights: bin}}, []time.Duration{0, sec(100)}},

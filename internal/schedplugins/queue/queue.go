@@ -156,7 +156,13 @@ type cycleEntry struct{ e entry }
 
 func (c *cycleEntry) Clone() fwk.StateData { return c }
 
-// PreFilter keeps the pod waiting while its queue is at its limit.
+// PreFilter keeps the pod waiting while its queue is at its limit. The
+// refusal is unresolvable by preemption: evicting pods frees no share of
+// the pod's own queue unless they are in it, so DefaultPreemption would
+// evict lower-priority pods of other queues and the pod would still wait
+// (and preempt again at its next attempt). The simulator does not preempt
+// for a job its queue refuses either. The pod is retried when a pod leaves,
+// as for any rejection.
 func (q *Queue) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	e, ok := q.entry(pod)
 	if !ok {
@@ -167,9 +173,9 @@ func (q *Queue) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 	used, demand, newGang := q.ledger.extra(e)
 	switch scoring.QueueCheck(limit, used, demand, newGang) {
 	case scoring.QueueAtGPULimit:
-		return nil, fwk.NewStatus(fwk.Unschedulable, reasons.QueueAtLimit(e.queue, limit.MaxGPUs))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasons.QueueAtLimit(e.queue, limit.MaxGPUs))
 	case scoring.QueueAtGangLimit:
-		return nil, fwk.NewStatus(fwk.Unschedulable, reasons.QueueAtGangLimit(e.queue, limit.MaxRunningGangs))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasons.QueueAtGangLimit(e.queue, limit.MaxRunningGangs))
 	}
 	return nil, nil
 }

@@ -62,8 +62,8 @@ func TestPreFilter(t *testing.T) {
 		{queuePod("other", "batch", "", "64"), fwk.Success, ""},
 		{queuePod("fits", "research", "", "4"), fwk.Success, ""},
 		{queuePod("same-gang", "research", "g0", "4"), fwk.Success, ""},
-		{queuePod("too-big", "research", "", "5"), fwk.Unschedulable, reasons.QueueAtLimit("research", 8)},
-		{queuePod("second-gang", "research", "g1", "1"), fwk.Unschedulable, reasons.QueueAtGangLimit("research", 1)},
+		{queuePod("too-big", "research", "", "5"), fwk.UnschedulableAndUnresolvable, reasons.QueueAtLimit("research", 8)},
+		{queuePod("second-gang", "research", "g1", "1"), fwk.UnschedulableAndUnresolvable, reasons.QueueAtGangLimit("research", 1)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.pod.Name, func(t *testing.T) {
@@ -106,7 +106,7 @@ queues:
 		}
 		q.Reserve(context.Background(), state, pod, "n1")
 	}
-	if _, s := q.PreFilter(context.Background(), framework.NewCycleState(), quarter("q4"), nil); s.Code() != fwk.Unschedulable ||
+	if _, s := q.PreFilter(context.Background(), framework.NewCycleState(), quarter("q4"), nil); s.Code() != fwk.UnschedulableAndUnresolvable ||
 		s.Message() != reasons.QueueAtLimit("shared", 1) {
 		t.Errorf("fifth quarter GPU: %v, want %q", s, reasons.QueueAtLimit("shared", 1))
 	}
