@@ -16,7 +16,7 @@ FUZZTIME    ?= 20s
 
 export DATABASE_URL
 
-.PHONY: help build test difftest lint bench bench-hostile web eval fgd-table fuzz postgres postgres-stop chromium demo demo-db demo-smoke clean
+.PHONY: help build test difftest lint bench bench-hostile soak web eval fgd-table fuzz postgres postgres-stop chromium demo demo-db demo-smoke clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -53,6 +53,13 @@ bench: postgres ## run the benchmarks and print each headline figure as `BENCH <
 
 bench-hostile: ## 100 exporters beside 4 hostile ones for 5 minutes at 15 s: BENCH collector_hostile_target_good_scrape_ratio (~6 min)
 	$(GO) test -run '^$$' -bench '^BenchmarkHostileTargets$$' -benchtime 1x -count 1 -timeout 20m ./internal/collector/ | $(GO) run ./scripts/benchreport
+
+SOAK_DURATION ?= 30m
+SOAK_SPEED    ?= 120
+
+soak: postgres ## the collector for SOAK_DURATION (30m) under faults: Postgres and apiserver cuts, hostile exporters, read storms; prints loss, duplicates, RSS, goroutines, lag
+	$(GO) test -run '^$$' -bench '^BenchmarkSoak$$' -benchtime 1x -count 1 -timeout 3h -v ./internal/collector/ \
+	  -args -soak.duration $(SOAK_DURATION) -soak.speed $(SOAK_SPEED) | $(GO) run ./scripts/benchreport
 
 web: ## rebuild the dashboard assets (web/dist, embedded into the collector) from web/'s package files
 	cd web && npm ci && npm run build

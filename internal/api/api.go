@@ -111,7 +111,9 @@ func Register(r *gin.Engine, st *store.Store, opts Options) {
 	h := &handler{st: st, opts: opts, why: why.Builder{Store: st, Threshold: opts.IdleThreshold, Now: opts.Now},
 		slots: make(chan struct{}, opts.MaxConcurrent)}
 	r.HandleMethodNotAllowed = true
-	r.GET("/api/v1/openapi.yaml", h.authorize, func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", OpenAPI) })
+	openapi := func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", OpenAPI) }
+	r.GET("/api/v1/openapi.yaml", h.authorize, openapi)
+	r.HEAD("/api/v1/openapi.yaml", h.authorize, openapi)
 	g := r.Group("/api/v1", h.authorize, h.checkQuery, h.admit)
 	for path, fn := range map[string]gin.HandlerFunc{
 		"/idle":          h.idle,

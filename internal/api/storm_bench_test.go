@@ -6,9 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/api"
 	"github.com/schedloop/schedloop/internal/collector"
+	"github.com/schedloop/schedloop/internal/procmem"
 	"github.com/schedloop/schedloop/internal/store"
 	"github.com/schedloop/schedloop/internal/store/storetest"
 )
@@ -120,7 +119,7 @@ func runStorm(b *testing.B, ingestStore *store.Store, base string) {
 		defer t.Stop()
 		for {
 			lagMax = max(lagMax, in.Lag(time.Now()))
-			rssMax = max(rssMax, residentBytes())
+			rssMax = max(rssMax, procmem.Resident())
 			select {
 			case <-stormDone:
 				return
@@ -207,18 +206,4 @@ func stormRound(t time.Time) []schedloop.GPUSample {
 		}
 	}
 	return out
-}
-
-// residentBytes is the process's resident set size now.
-func residentBytes() int64 {
-	data, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
 }

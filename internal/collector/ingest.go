@@ -526,16 +526,19 @@ func (in *Ingester) drain() {
 		if batch == nil {
 			return
 		}
-		n := batch.len()
+		// Written as the writers write, refused rows split out, until the
+		// drain's deadline; what is left goes to the spool.
+		rest := batch
 		if ctx.Err() == nil {
-			if err := in.copy(ctx, batch); err == nil {
-				in.m.Written.Add(float64(n))
-				in.done(n)
-				continue
-			}
+			rest = in.write(ctx, "", batch)
 		}
+		in.done(batch.len() - rest.len())
+		if rest == nil {
+			continue
+		}
+		n := rest.len()
 		if in.spool != nil {
-			if err := in.spool.put(batch.flat()); err == nil {
+			if err := in.spool.put(rest.flat()); err == nil {
 				in.m.Spooled.Add(float64(n))
 				in.done(n)
 				continue

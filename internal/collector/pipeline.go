@@ -249,9 +249,16 @@ func (p *Pipeline) StopTelemetry() {
 	<-p.scraped
 }
 
-// Stored says every sample scraped so far is in Postgres.
+// Stored says every sample scraped so far is settled: in Postgres, or
+// dropped and counted because Postgres refused it or there was no room for
+// it (a spooled batch found already stored counts as stored).
 func (p *Pipeline) Stored() bool {
-	return p.Ingester.Buffered() == 0 && counterValue(p.Metrics.Written) == counterValue(p.Metrics.Received)
+	m := p.Metrics
+	settled := counterValue(m.Written) + counterValue(m.Duplicates) +
+		counterValue(m.Dropped.WithLabelValues(DropRejected)) + counterValue(m.Dropped.WithLabelValues(DropBufferFull)) +
+		counterValue(m.Dropped.WithLabelValues(DropSpoolRead))
+	_, spooled := p.Ingester.spool.stats()
+	return p.Ingester.Buffered() == 0 && spooled == 0 && settled == counterValue(m.Received)
 }
 
 func counterValue(c prometheus.Counter) float64 {

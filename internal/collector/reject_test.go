@@ -2,6 +2,7 @@ package collector_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -134,5 +135,33 @@ func TestIngestDropsSamplesFarFromItsClock(t *testing.T) {
 	}
 	if parts > 3 {
 		t.Errorf("%d sample partitions after one page, want the default one and today's", parts)
+	}
+}
+
+// TestDrainSplitsARefusedBatch: what is still buffered at exit goes through
+// the same splitting, so one bad row does not send a whole batch to the
+// spool, where nothing would send it again before the next start.
+func TestDrainSplitsARefusedBatch(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.New(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	good := storetest.Samples(64, 8, t0, time.Second)
+	bad := good[0]
+	bad.GPUUUID, bad.Container = "GPU-bad", "c\x00"
+	spool := t.TempDir()
+	in, err := collector.NewIngester(s, collector.IngestOptions{BatchSamples: 1000, FlushInterval: time.Hour, SpoolDir: spool,
+		Backoff: &fastBackoff, Permanent: store.Permanent, DrainTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Add(append([]schedloop.GPUSample{bad}, good...))
+	stopped, cancel := context.WithCancel(ctx)
+	cancel() // Run goes straight to the drain
+	in.Run(stopped)
+	if n, err := s.CountGPUSamples(ctx, t0, t0.Add(time.Hour)); err != nil || n != 64 {
+		t.Errorf("%d of 64 good samples stored at exit (%v)", n, err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(spool, "*.spool")); len(m) != 0 {
+		t.Errorf("spool holds %v after a drain that could store everything but the refused row", m)
 	}
 }
