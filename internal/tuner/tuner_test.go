@@ -243,3 +243,28 @@ func TestGuardrailBlocksAWorseHeadlineNumber(t *testing.T) {
 		t.Errorf("negative tolerance: %v", err)
 	}
 }
+
+// A zero gang timeout is scoring.DefaultGangTimeout on both sides, so the
+// search grows and shrinks it from 60 s; it used to grow a zero timeout to
+// 30 s (shorter than what the scheduler applied) and shrink it to "atomic".
+func TestGangTimeoutMovesFromTheTimeoutLiveMeans(t *testing.T) {
+	from := Candidate{scoring.DefaultParams()}
+	var grew, shrank bool
+	for _, mv := range moves(from, DefaultBounds(), 1) {
+		if !strings.HasPrefix(mv.name, "gangTimeout") {
+			continue
+		}
+		got := DefaultBounds().Clamp(from, mv.apply(from)).EffectiveGangTimeout()
+		switch {
+		case got > scoring.DefaultGangTimeout:
+			grew = true
+		case got < scoring.DefaultGangTimeout && got >= MinGangTimeout:
+			shrank = true
+		default:
+			t.Errorf("%s: gang timeout %v from a zero (60 s) one", mv.name, got)
+		}
+	}
+	if !grew || !shrank {
+		t.Errorf("moves from a zero gang timeout: grew %v, shrank %v; want both", grew, shrank)
+	}
+}
