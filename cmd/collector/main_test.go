@@ -8,12 +8,20 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/schedloop/schedloop/internal/metricnames"
 	"github.com/schedloop/schedloop/internal/store/storetest"
 	"github.com/schedloop/schedloop/migrations"
 )
@@ -121,5 +129,63 @@ func TestServeAnswersHealthReadinessAndMetrics(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve did not stop after its context was cancelled")
+	}
+}
+
+// TestServeMetricsLint runs promlint over collector serve's /metrics with an
+// exporter to scrape, so the scrape, ingest and rollup families are there.
+func TestServeMetricsLint(t *testing.T) {
+	url := storetest.URL(t)
+	exp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, `DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",Hostname="n"} 5`)
+	}))
+	t.Cleanup(exp.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "-listen", "127.0.0.1:0", "-kubeconfig", "off", "-scrape-interval", "100ms",
+			"-dcgm-exporter-url", exp.URL + "/metrics"}, env(url), pw, io.Discard)
+		pw.Close()
+	}()
+	defer func() { cancel(); <-done }()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read listen address: %v", err)
+	}
+	go io.Copy(io.Discard, pr)
+	base := strings.TrimSpace(strings.TrimPrefix(line, "collector listening on "))
+	var families map[string]*dto.MetricFamily
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp := expfmt.NewTextParser(model.UTF8Validation)
+		families, err = tp.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := families["schedloop_collector_scrapes_total"]; f != nil && f.GetMetric()[0].GetCounter().GetValue() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no scrape counted on /metrics within 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{"schedloop_collector_scrape_errors_total", "schedloop_collector_samples_written_total", "schedloop_collector_leader", "go_goroutines"} {
+		if families[want] == nil {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	problems, err := metricnames.Problems(slices.Collect(maps.Values(families)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
 	}
 }

@@ -1,0 +1,42 @@
+// Package metricnames holds schedloop's metrics to Prometheus's naming
+// rules: promlint's checks plus schedloop_<subsystem>_<name>[_<unit>] with
+// a known subsystem. Tests of each service's /metrics call it; it must not
+// register or serve metrics itself.
+package metricnames
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Subsystems are the rooms schedloop's metrics are named by.
+var Subsystems = []string{"collector", "gpu", "events", "scheduler", "tuner", "api", "ingest"}
+
+// Problems lints families, every family given by promlint's rules and those
+// named schedloop_ by the subsystem rule, and lists what is wrong.
+func Problems(families []*dto.MetricFamily) ([]string, error) {
+	lint, err := promlint.NewWithMetricFamilies(families).Lint()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range lint {
+		out = append(out, fmt.Sprintf("%s: %s", p.Metric, p.Text))
+	}
+	for _, f := range families {
+		name := f.GetName()
+		rest, ok := strings.CutPrefix(name, "schedloop_")
+		if !ok {
+			continue
+		}
+		sub, tail, _ := strings.Cut(rest, "_")
+		if !slices.Contains(Subsystems, sub) || tail == "" {
+			out = append(out, fmt.Sprintf("%s: want schedloop_<subsystem>_<name>[_<unit>] with a subsystem of %v", name, Subsystems))
+		}
+	}
+	return out, nil
+}
