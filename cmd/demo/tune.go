@@ -3,16 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/store"
 	"github.com/schedloop/schedloop/internal/trace"
 	"github.com/schedloop/schedloop/internal/tuner"
+	"github.com/schedloop/schedloop/internal/tuner/lifecycle"
 	"github.com/schedloop/schedloop/internal/tuner/publish"
 )
 
@@ -24,44 +25,28 @@ type tuneResult struct {
 }
 
 // tuneOnce runs the tuner once, as `tuner run` does, on the jobs the
-// collector stored since from (the first replay) and the nodes it saw since
-// then, starting from the profile the first replay ran under. A
-// proposal the guardrails accept is stored, marked applied and published to
-// the scheduler's profile ConfigMap.
+// collector stored in namespace since from (the first replay) and the nodes
+// it saw since then, starting from the profile the first replay ran under.
+// A proposal the guardrails accept (or any, with -publish=always) is
+// stored, marked applied and published to the scheduler's profile
+// ConfigMap.
 func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Interface, namespace string, from time.Time,
 	current profile.Document, say func(string, ...any)) (tuneResult, error) {
 	now := time.Now()
-	nodes, err := s.ListNodes(ctx)
+	src := tuner.Source{From: from, To: now, Namespace: namespace, Util: trace.DefaultUtil, Levels: trace.DefaultLevels}
+	w, err := lifecycle.Load(ctx, s, src)
 	if err != nil {
 		return tuneResult{}, err
 	}
-	seen := nodes[:0]
-	for _, n := range nodes {
-		if !n.LastSeen.Before(from) {
-			seen = append(seen, n)
-		}
-	}
-	hist, err := s.JobHistory(ctx, from, now)
-	if err != nil {
-		return tuneResult{}, err
-	}
-	phase := hist[:0]
-	for _, j := range hist {
-		if j.Namespace == namespace {
-			phase = append(phase, j)
-		}
-	}
-	w := tuner.Workload{Cluster: tuner.ClusterFromNodes(seen, trace.DefaultLevels),
-		Jobs: tuner.JobsFromHistory(phase, from, now, trace.DefaultUtil)}
-	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles", len(w.Jobs), len(seen))
+	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles", len(w.Jobs), len(w.Cluster.Nodes))
 	g := tuner.DefaultGuardrails()
 	g.Margin = c.margin
 	name := "demo-tuned-" + now.UTC().Format("20060102-150405")
-	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: current, Name: name,
+	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: current, Name: name, Source: src,
 		Objective: tuner.DefaultObjective(), Guard: g,
 		// The history is in wall time, compressed by the replay speed, so
-		// the arrival jitter is too.
-		Replays:         tuner.Replays{Count: c.replays, Jitter: time.Duration(float64(10*time.Minute) / c.speed), Seed: 1},
+		// the arrival jitter is too. Seed 0: derived from the history.
+		Replays:         tuner.Replays{Count: c.replays, Jitter: time.Duration(float64(10*time.Minute) / c.speed)},
 		HoldoutFraction: 0.3, Rounds: c.rounds, MinGain: 0.002,
 		Base: sim.Config{Preemption: true, HighPriority: HighPriority},
 	})
@@ -72,40 +57,37 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 	for _, ch := range rep.Changes {
 		say("tuner:   %s", ch)
 	}
-	say("tuner: %d evaluations in %.1fs; %s", rep.Evaluations, rep.ElapsedS, rep.Decision.Reason)
-	p := rep.Proposed.ToDomain()
-	p.Reason, p.Predicted = rep.Decision.Reason, rep.Predicted()
-	publishIt := rep.Decision.Publish || c.publish == publishAlways
-	switch {
-	case rep.Decision.Publish:
-		p.Status = schedloop.ProfileProposed
-	case publishIt:
+	say("tuner: %d evaluations in %.1fs, seed %d; %s", rep.Evaluations, rep.ElapsedS, rep.Inputs.Seed, rep.Decision.Reason)
+	l := &lifecycle.Lifecycle{Store: s, Out: sayWriter(say),
+		Publisher: publish.ConfigMapPublisher{Client: kube, Namespace: profileNamespace, Name: profile.DefaultConfigMapName}}
+	override := ""
+	if !rep.Decision.Publish && c.publish == publishAlways {
 		// The guardrails said no; -publish=always overrides them so the
 		// reload can be seen. The stored reason says so.
-		p.Status = schedloop.ProfileProposed
-		p.Reason = "published by the demo (-publish=always) although the guardrails would not: " + rep.Decision.Reason
+		override = "published by the demo (-publish=always) although the guardrails would not"
 		say("tuner: the guardrails would not publish this (%s); -publish=always publishes it anyway", rep.Decision.Reason)
-	default:
-		p.Status = schedloop.ProfileRejected
 	}
-	if p.Evidence, err = rep.Evidence(); err != nil {
+	p, err := l.Record(ctx, rep, 0, override)
+	if err != nil {
 		return res, err
 	}
-	if res.profileID, err = s.InsertProfile(ctx, p); err != nil {
-		return res, err
-	}
-	if !publishIt {
-		say("tuner: stored profile %s (id %d, %s); nothing published", p.Name, res.profileID, p.Status)
+	res.profileID = p.ID
+	if !rep.Decision.Publish && override == "" {
 		return res, nil
 	}
-	if err := s.ApplyProfile(ctx, res.profileID, now); err != nil {
-		return res, err
-	}
-	if err := publish.ConfigMap(ctx, kube, profileNamespace, profile.DefaultConfigMapName, rep.Proposed); err != nil {
+	if err := l.Publish(ctx, p, now); err != nil {
 		return res, err
 	}
 	res.published = true
-	say("tuner: stored profile %s (id %d, applied) and published it to ConfigMap %s/%s",
-		p.Name, res.profileID, profileNamespace, profile.DefaultConfigMapName)
 	return res, nil
+}
+
+// sayWriter prints what the lifecycle reports as the demo's tuner lines.
+type sayWriter func(string, ...any)
+
+func (w sayWriter) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		w("tuner: %s", line)
+	}
+	return len(b), nil
 }

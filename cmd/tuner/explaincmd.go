@@ -18,26 +18,49 @@ import (
 	"github.com/schedloop/schedloop/internal/tuner"
 )
 
-func runExplain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("tuner explain", flag.ContinueOnError)
+// reportCommand is the flag set of a command that reads one report: a
+// stored profile's (the argument) or a `tuner run -report-out` file.
+type reportCommand struct {
+	fs         *flag.FlagSet
+	db         *dbflags.Config
+	reportPath *string
+}
+
+func newReportCommand(name, verb, about string, getenv func(string) string, stderr io.Writer) reportCommand {
+	fs := flag.NewFlagSet("tuner "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	db := dbflags.Register(fs, getenv)
-	reportPath := fs.String("report", "", "explain a report written by `tuner run -report-out` instead of a stored profile")
+	c := reportCommand{fs: fs, db: dbflags.Register(fs, getenv),
+		reportPath: fs.String("report", "", verb+" a report written by `tuner run -report-out` instead of a stored profile")}
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tuner explain [flags] <profile name or id>")
+		fmt.Fprintf(stderr, "usage: tuner %s [flags] <profile name or id>\n%s", name, about)
 		fs.PrintDefaults()
 	}
+	return c
+}
+
+// readFile reads the -report file.
+func (c reportCommand) readFile() (tuner.Report, error) {
+	var r tuner.Report
+	data, err := os.ReadFile(*c.reportPath)
+	if err != nil {
+		return r, fmt.Errorf("flag -report: %w", err)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("flag -report: %s: %w", *c.reportPath, err)
+	}
+	return r, nil
+}
+
+func runExplain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c := newReportCommand("explain", "explain", "", getenv, stderr)
+	fs, db := c.fs, c.db
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *reportPath != "" {
-		data, err := os.ReadFile(*reportPath)
+	if *c.reportPath != "" {
+		r, err := c.readFile()
 		if err != nil {
-			return fmt.Errorf("flag -report: %w", err)
-		}
-		var r tuner.Report
-		if err := json.Unmarshal(data, &r); err != nil {
-			return fmt.Errorf("flag -report: %s: %w", *reportPath, err)
+			return err
 		}
 		return r.Explain(stdout)
 	}
@@ -50,17 +73,22 @@ func runExplain(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer s.Close()
-	ref := fs.Arg(0)
+	p, err := lookupProfile(ctx, s, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	return explainProfile(p, stdout)
+}
+
+// lookupProfile reads a stored profile by name, else by ID.
+func lookupProfile(ctx context.Context, s *store.Store, ref string) (schedloop.Profile, error) {
 	p, err := s.GetProfileByName(ctx, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		if id, perr := strconv.ParseInt(ref, 10, 64); perr == nil {
 			p, err = s.GetProfile(ctx, id)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	return explainProfile(p, stdout)
+	return p, err
 }
 
 func explainProfile(p schedloop.Profile, w io.Writer) error {

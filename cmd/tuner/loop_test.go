@@ -180,6 +180,14 @@ func TestLoopPublishesThenRollsBack(t *testing.T) {
 			tuned.Status, tuned.ParentID, stockID, tuned.Applied, tuned.Predicted)
 	}
 	waitUntil(t, name+" in the ConfigMap", configMapHolds(tuned))
+	cm, err := cms.Get(ctx, profile.DefaultConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := tuner.EvidenceAnnotationPrefix; cm.Annotations[ev+"verify"] != "tuner verify "+name || cm.Annotations[ev+"seed"] == "" ||
+		len(cm.Annotations[ev+"history-sha256"]) != 64 || cm.Annotations[ev+"history-from"] != t1.Add(-48*time.Hour).Format(time.RFC3339) {
+		t.Errorf("the ConfigMap does not name the evidence: %v", cm.Annotations)
+	}
 	leader, stored := -1, 0
 	for i, o := range outs {
 		if n := strings.Count(o.String(), "stored profile "); n > 0 {

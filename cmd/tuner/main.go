@@ -23,6 +23,7 @@ Usage:
   tuner run [flags]           replay history under candidate profiles, propose the best, publish it if the guardrails allow
   tuner loop [flags]          run periodically while holding a leader Lease; measure applied profiles and roll back regressions
   tuner explain <profile>     what a stored profile changed and why, with the numbers
+  tuner verify <profile>      replay a stored profile's recorded inputs and seed; compare the figures with the stored ones
   tuner import [flags]        load a public trace (openb, Philly, job CSV/YAML) and its inventory into the database
   tuner fgd-table [flags]     reproduce the FGD paper's allocation experiment on the openb traces
   tuner helios-table [flags]  reproduce the Helios queueing experiment on Philly, beside schedloop's order policies
@@ -37,6 +38,7 @@ var run = cli.Subcommands(usage, map[string]cli.RunFunc{
 	"run":          runRun,
 	"loop":         runLoop,
 	"explain":      runExplain,
+	"verify":       runVerify,
 	"import":       runImport,
 	"fgd-table":    runFGDTable,
 	"helios-table": runHeliosTable,

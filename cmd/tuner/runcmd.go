@@ -14,13 +14,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/dbflags"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/store"
 	"github.com/schedloop/schedloop/internal/trace"
 	"github.com/schedloop/schedloop/internal/tuner"
+	"github.com/schedloop/schedloop/internal/tuner/lifecycle"
+	"github.com/schedloop/schedloop/internal/tuner/publish"
 )
 
 // tuneFlags are the flags `tuner run` and `tuner loop` share.
@@ -34,6 +35,7 @@ type tuneFlags struct {
 	current, name, objective         string
 	margin, holdout, minGain         float64
 	replays, rounds                  int
+	seed                             uint64
 	jitter                           time.Duration
 	maxWeightDelta, maxQueueChange   float64
 	maxGangFactor, rollbackThreshold float64
@@ -67,6 +69,7 @@ func registerTuneFlags(fs *flag.FlagSet, getenv func(string) string) *tuneFlags 
 	fs.IntVar(&f.replays, "replays", 5, "replays per evaluation (the first as recorded, the rest with arrival jitter)")
 	fs.IntVar(&f.rounds, "rounds", 2, "coordinate-descent rounds")
 	fs.DurationVar(&f.jitter, "jitter", 10*time.Minute, "largest arrival shift in the jittered replays")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed of every random draw in the replays and the search (recorded in the report; the same inputs and seed give the same report); 0 derives it from the hashes of the history and inventory, so the same history gives the same proposal")
 	fs.Float64Var(&f.maxWeightDelta, "max-weight-delta", g.Bounds.MaxWeightDelta, "largest change of one term weight per tuning step")
 	fs.Float64Var(&f.maxQueueChange, "max-queue-change", g.Bounds.MaxQueueChange, "largest relative change of a queue's GPU limit per step")
 	fs.Float64Var(&f.maxGangFactor, "max-gang-timeout-factor", g.Bounds.MaxGangTimeoutFactor, "largest factor the gang timeout may grow or shrink by per step")
@@ -125,54 +128,23 @@ func (f *tuneFlags) needsDB() bool {
 	return f.record || f.jobs == "" || f.nodes == "" || f.current == ""
 }
 
-// workload loads what to replay: a job file, or the stored history.
-func (f *tuneFlags) workload(ctx context.Context, s *store.Store, now time.Time) (tuner.Workload, error) {
+// source names what to replay as of now: job and node files, or the
+// stored history of the last -since.
+func (f *tuneFlags) source(now time.Time) (tuner.Source, error) {
 	fan, err := parseInts(f.fanout)
 	if err != nil {
-		return tuner.Workload{}, fmt.Errorf("flag -fanout: %w", err)
+		return tuner.Source{}, fmt.Errorf("flag -fanout: %w", err)
 	}
-	levels := strings.Split(f.levels, ",")
-	var w tuner.Workload
-	switch {
-	case f.nodes != "":
-		inv, err := trace.LoadInventory(f.nodes, trace.Format(f.format), nil, fan)
-		if err != nil {
-			return w, fmt.Errorf("flag -nodes: %w", err)
-		}
-		w.Cluster = sim.NewCluster(inv)
-	case s != nil:
-		nodes, err := s.ListNodes(ctx)
-		if err != nil {
-			return w, err
-		}
-		w.Cluster = tuner.ClusterFromNodes(nodes, levels)
-	default:
-		return w, errors.New("flag -nodes: needed when the database is not used")
-	}
-	if f.jobs != "" {
-		tj, err := trace.LoadJobs(f.jobs, trace.Format(f.format))
-		if err != nil {
-			return w, fmt.Errorf("flag -jobs: %w", err)
-		}
-		trace.SortByArrival(tj)
-		w.Jobs = sim.JobsFromTrace(tj)
+	src := tuner.Source{JobsFile: f.jobs, NodesFile: f.nodes, Format: f.format, MaxJobs: f.maxJobs}
+	if f.nodes != "" {
+		src.Fanout = fan
 	} else {
-		hist, err := s.JobHistory(ctx, now.Add(-f.since), now)
-		if err != nil {
-			return w, err
-		}
-		w.Jobs = tuner.JobsFromHistory(hist, now.Add(-f.since), now, f.util)
+		src.Levels = strings.Split(f.levels, ",")
 	}
-	if f.maxJobs > 0 && len(w.Jobs) > f.maxJobs {
-		w.Jobs = w.Jobs[:f.maxJobs]
+	if f.jobs == "" {
+		src.From, src.To, src.Util = now.Add(-f.since), now, f.util
 	}
-	if len(w.Cluster.Nodes) == 0 {
-		return w, errors.New("no nodes to replay on: import an inventory (tuner import -nodes) or pass -nodes")
-	}
-	if len(w.Jobs) < 10 {
-		return w, fmt.Errorf("only %d jobs to replay: not enough history to tune on", len(w.Jobs))
-	}
-	return w, nil
+	return src, nil
 }
 
 // currentProfile is the profile the proposal must beat, and its stored ID.
@@ -246,7 +218,14 @@ func runRun(ctx context.Context, args []string, getenv func(string) string, stdo
 // tuneOnce runs one tuning pass and publishes what the guardrails allow.
 func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guardrails, s *store.Store,
 	kube kubernetes.Interface, now time.Time, stdout, stderr io.Writer) (tuner.Report, error) {
-	w, err := f.workload(ctx, s, now)
+	src, err := f.source(now)
+	if err != nil {
+		return tuner.Report{}, err
+	}
+	if s == nil && (src.JobsFile == "" || src.NodesFile == "") {
+		return tuner.Report{}, errors.New("flag -nodes: needed when the database is not used")
+	}
+	w, err := lifecycle.Load(ctx, s, src)
 	if err != nil {
 		return tuner.Report{}, err
 	}
@@ -262,8 +241,8 @@ func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guar
 	if !f.quiet {
 		bar = newProgress(stderr, "search", time.Now)
 	}
-	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: cur, Name: name, Objective: o, Guard: g,
-		Replays:         tuner.Replays{Count: f.replays, Jitter: f.jitter, Seed: uint64(now.Unix())},
+	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: cur, Name: name, Objective: o, Guard: g, Source: src,
+		Replays:         tuner.Replays{Count: f.replays, Jitter: f.jitter, Seed: f.seed},
 		HoldoutFraction: f.holdout, Rounds: f.rounds, MinGain: f.minGain,
 		Base: sim.Config{Preemption: f.preemption, HighPriority: int32(f.highPriority), PercentageOfNodesToScore: f.percentageOfNodesToScore},
 		Progress: func(done, total int, best float64) {
@@ -295,35 +274,34 @@ func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guar
 		}
 		fmt.Fprintf(stdout, "wrote KubeSchedulerConfiguration for the stock scheduler to %s\n", f.schedConfigOut)
 	}
-	publish := rep.Decision.Publish && !f.dryRun
-	if f.record && s != nil {
-		p := rep.Proposed.ToDomain()
-		p.ParentID, p.Reason, p.Predicted = curID, rep.Decision.Reason, rep.Predicted()
-		p.Status = schedloop.ProfileRejected
-		if rep.Decision.Publish {
-			p.Status = schedloop.ProfileProposed
+	publishIt := rep.Decision.Publish && !f.dryRun
+	l := f.lifecycle(s, kube, stdout)
+	if !f.record || s == nil {
+		if publishIt && l.Publisher != nil {
+			// Nothing stored: the ConfigMap's annotations are the only
+			// record of what the profile was computed from.
+			return rep, l.Publisher.Publish(ctx, rep.Proposed, rep.Annotations())
 		}
-		if p.Evidence, err = rep.Evidence(); err != nil {
-			return rep, err
-		}
-		id, err := s.InsertProfile(ctx, p)
-		if err != nil {
-			return rep, err
-		}
-		fmt.Fprintf(stdout, "stored profile %s (id %d, %s)\n", p.Name, id, p.Status)
-		if publish {
-			if err := s.ApplyProfile(ctx, id, now); err != nil {
-				return rep, err
-			}
-		}
+		return rep, nil
 	}
-	if publish && kube != nil {
-		if err := publishConfigMap(ctx, kube, f, rep.Proposed); err != nil {
-			return rep, err
-		}
-		fmt.Fprintf(stdout, "published %s to ConfigMap %s/%s\n", rep.Proposed.Name, f.namespace, f.configMap)
+	p, err := l.Record(ctx, rep, curID, "")
+	if err != nil {
+		return rep, err
+	}
+	if publishIt {
+		return rep, l.Publish(ctx, p, now)
 	}
 	return rep, nil
+}
+
+// lifecycle records in s and publishes to the -configmap of kube (nil: no
+// cluster, the database is the only record).
+func (f *tuneFlags) lifecycle(s *store.Store, kube kubernetes.Interface, out io.Writer) *lifecycle.Lifecycle {
+	l := &lifecycle.Lifecycle{Store: s, Out: out}
+	if kube != nil {
+		l.Publisher = publish.ConfigMapPublisher{Client: kube, Namespace: f.namespace, Name: f.configMap}
+	}
+	return l
 }
 
 // builtinProfile is the -current value that names profile.Default.

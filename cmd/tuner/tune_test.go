@@ -9,11 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedloop/schedloop"
-	"github.com/schedloop/schedloop/internal/profile"
-	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/store/storetest"
-	"github.com/schedloop/schedloop/internal/tuner"
 )
 
 const (
@@ -62,7 +58,7 @@ func TestImportRunExplain(t *testing.T) {
 	if err := run(ctx, args, getenv, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"profile tuned-a (from default)", "held-out days:", "stored profile tuned-a", "wrote KubeSchedulerConfiguration"} {
+	for _, want := range []string{"profile tuned-a (from default)", "held-out days:", "stored profile tuned-a", "wrote KubeSchedulerConfiguration", "check: tuner verify tuned-a"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("run output lacks %q:\n%s", want, out.String())
 		}
@@ -109,57 +105,46 @@ func TestImportRunExplain(t *testing.T) {
 	}
 }
 
-func TestCheckAppliedRollsBack(t *testing.T) {
+// A seeded run on the imported Philly slice, verified as stored; then the
+// stored history changes under it and verify says which figures moved.
+func TestRunThenVerify(t *testing.T) {
 	ctx := context.Background()
-	s := storetest.New(t)
-	t0 := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	applied := t0.Add(48 * time.Hour)
-	// Before the profile: jobs finish in 10 minutes; after it: in an hour.
-	var jobs []schedloop.Job
-	for i := 0; i < 40; i++ {
-		at := t0.Add(time.Duration(i) * 2 * time.Hour)
-		run := 10 * time.Minute
-		if at.After(applied) {
-			run = time.Hour
-		}
-		jobs = append(jobs, schedloop.Job{UID: "j" + string(rune('A'+i)), Name: "j", Kind: schedloop.JobKindPod, MinMember: 1,
-			GPUsPerMember: 1, Created: at, Admitted: at.Add(time.Minute), Finished: at.Add(run), Phase: schedloop.PhaseSucceeded})
-	}
-	if _, err := s.ImportJobs(ctx, jobs); err != nil {
+	getenv := migrated(t)
+	if err := run(ctx, []string{"import", "-quiet", "-jobs", phillyJobs, "-nodes", phillyNodes}, getenv, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	parent := profile.Default().ToDomain()
-	parentID, err := s.InsertProfile(ctx, parent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := tuner.Candidate{Params: scoring.Params{Weights: scoring.Weights{"bestfit": 3}}}.Document("tuned-bad").ToDomain()
-	child.ParentID = parentID
-	childID, err := s.InsertProfile(ctx, child)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.ApplyProfile(ctx, childID, applied); err != nil {
-		t.Fatal(err)
-	}
-	f := &tuneFlags{highPriority: 1}
+	since := (time.Since(time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)) + time.Hour).Round(time.Hour).String()
 	var out strings.Builder
-	now := applied.Add(30 * time.Hour)
-	settled, err := checkApplied(ctx, s, nil, f, tuner.DefaultObjective(), tuner.DefaultGuardrails(), now, 24*time.Hour, &out)
-	if err != nil {
+	if err := run(ctx, []string{"run", "-quiet", "-name", "tuned-v", "-seed", "42", "-since", since, "-replays", "3", "-rounds", "1"},
+		getenv, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if settled {
-		t.Error("the pass that rolled back may tune")
+	for _, want := range []string{"inputs: seed 42; stored jobs created", "check: tuner verify tuned-v", "stored profile tuned-v"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("run output lacks %q:\n%s", want, out.String())
+		}
 	}
-	got, err := s.GetProfile(ctx, childID)
-	if err != nil {
-		t.Fatal(err)
+	out.Reset()
+	if err := run(ctx, []string{"verify", "tuned-v"}, getenv, &out, io.Discard); err != nil {
+		t.Fatalf("a freshly recorded profile does not verify: %v\n%s", err, out.String())
 	}
-	if got.Status != schedloop.ProfileRolledBack || got.Measured["regression"] <= 0.05 || !strings.Contains(out.String(), "rolled back tuned-bad to default") {
-		t.Errorf("after a regression: status %s, measured %v, output %q", got.Status, got.Measured, out.String())
+	if !strings.Contains(out.String(), "verdict: matches") {
+		t.Errorf("verify printed:\n%s", out.String())
 	}
-	if p, err := s.AppliedProfile(ctx); err != nil || p.ID != parentID {
-		t.Errorf("applied profile is %+v (%v), want the parent", p, err)
+
+	// The last ten jobs to arrive (held out) now ran three hours longer.
+	s := storetest.Open(t, getenv("DATABASE_URL"))
+	tag, err := s.Pool().Exec(ctx, `UPDATE jobs SET finished_at = finished_at + interval '3 hours'
+		WHERE uid IN (SELECT uid FROM jobs ORDER BY created_at DESC, uid LIMIT 10)`)
+	if err != nil || tag.RowsAffected() != 10 {
+		t.Fatalf("alter history: %v (%d rows)", err, tag.RowsAffected())
+	}
+	out.Reset()
+	err = run(ctx, []string{"verify", "tuned-v"}, getenv, &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "does not verify") || !strings.Contains(err.Error(), "held-out current mean_jct_s") {
+		t.Errorf("verify after the history changed: err = %v", err)
+	}
+	if !strings.Contains(out.String(), "verdict: differs") || !strings.Contains(out.String(), "DIFFERS") {
+		t.Errorf("verify printed:\n%s", out.String())
 	}
 }

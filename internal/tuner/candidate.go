@@ -43,13 +43,13 @@ func (c Candidate) Key() string {
 // model cannot swing the live scheduler far in one go.
 type Bounds struct {
 	// MaxWeightDelta is the largest change of one term's weight.
-	MaxWeightDelta float64
+	MaxWeightDelta float64 `json:"maxWeightDelta"`
 	// MaxQueueChange is the largest relative change of a queue's GPU limit.
-	MaxQueueChange float64
+	MaxQueueChange float64 `json:"maxQueueChange"`
 	// MaxGangTimeoutFactor bounds the gang timeout to [from/f, from*f]
 	// (a zero timeout is scoring.DefaultGangTimeout), never below
 	// MinGangTimeout.
-	MaxGangTimeoutFactor float64
+	MaxGangTimeoutFactor float64 `json:"maxGangTimeoutFactor"`
 }
 
 // DefaultBounds allow a term to move by 20 (of 0..100), a queue limit by

@@ -155,11 +155,34 @@ type Comparison struct {
 	Gain, StdErr, Lower float64
 	// Wins counts replays where the candidate was better.
 	Wins int
+	// Changes is each metric's relative change (after - before) / before,
+	// paired replay by replay, with its spread over the replays, so a
+	// reader sees which changes are within noise.
+	Changes map[Metric]Spread `json:",omitempty"`
+}
+
+// Spread is the mean of a change measured on several replays and the
+// standard error of that mean (0 with one replay).
+type Spread struct {
+	Mean   float64 `json:"mean"`
+	StdErr float64 `json:"stdErr"`
+}
+
+// WithinNoise reports whether the change's two-sided 95% interval
+// includes no change.
+func (s Spread) WithinNoise() bool { return math.Abs(s.Mean) <= 1.96*s.StdErr }
+
+func spreadOf(v []float64) Spread {
+	m, sd := meanSD(v)
+	if len(v) < 2 {
+		return Spread{Mean: m}
+	}
+	return Spread{Mean: m, StdErr: sd / math.Sqrt(float64(len(v)))}
 }
 
 // Compare pairs cand with ref replay by replay under o.
 func Compare(o Objective, cand, ref Evaluation) Comparison {
-	c := Comparison{Before: ref.Mean(), After: cand.Mean()}
+	c := Comparison{Before: ref.Mean(), After: cand.Mean(), Changes: map[Metric]Spread{}}
 	for k := range cand.PerReplay {
 		g := o.Gain(cand.PerReplay[k], ref.PerReplay[k])
 		c.Gains = append(c.Gains, g)
@@ -167,18 +190,19 @@ func Compare(o Objective, cand, ref Evaluation) Comparison {
 			c.Wins++
 		}
 	}
-	n := float64(len(c.Gains))
-	for _, g := range c.Gains {
-		c.Gain += g / n
-	}
-	if len(c.Gains) > 1 {
-		var ss float64
-		for _, g := range c.Gains {
-			ss += (g - c.Gain) * (g - c.Gain)
-		}
-		c.StdErr = math.Sqrt(ss/(n-1)) / math.Sqrt(n)
-	}
+	s := spreadOf(c.Gains)
+	c.Gain, c.StdErr = s.Mean, s.StdErr
 	c.Lower = c.Gain - 1.645*c.StdErr
+	for _, m := range Metrics {
+		ch := make([]float64, len(cand.PerReplay))
+		for k := range cand.PerReplay {
+			// Below its floor a metric is compared against the floor, as
+			// the objective does, so 0.001 s against 0 s is no +inf%.
+			b := math.Max(ref.PerReplay[k][m], floors[m])
+			ch[k] = (cand.PerReplay[k][m] - ref.PerReplay[k][m]) / b
+		}
+		c.Changes[m] = spreadOf(ch)
+	}
 	return c
 }
 

@@ -10,17 +10,17 @@ import (
 type Guardrails struct {
 	// Margin is the relative held-out gain a proposal must reach (0.02: 2%
 	// better than the current profile under the objective).
-	Margin float64
+	Margin float64 `json:"margin"`
 	// Bounds limit each step's change (see Bounds.Clamp).
-	Bounds Bounds
+	Bounds Bounds `json:"bounds"`
 	// RollbackThreshold is the measured relative regression, against the
 	// same length of time before the profile was applied, that rolls it back.
-	RollbackThreshold float64
+	RollbackThreshold float64 `json:"rollbackThreshold"`
 	// HeadlineTolerance is how much worse (relative, 0.02: 2%) any headline
 	// number may get on the held-out replays for a proposal to publish,
 	// whatever the weighted objective gains: a lower idle share must not be
 	// bought with a longer p95 JCT.
-	HeadlineTolerance float64
+	HeadlineTolerance float64 `json:"headlineTolerance"`
 }
 
 // Headline are the product's numbers no proposal may worsen past the

@@ -14,14 +14,18 @@ import (
 
 // JobsFromHistory turns stored jobs into a workload: arrival is creation
 // relative to origin, run time is from admission (else start, else first
-// binding) to finish, or to until for a job still running. Each member asks
+// binding) to finish, or to until for a job still running; a job that began
+// at or after until is left out, so a window reads the same later as it did
+// at until. Each member asks
 // for the stored request shape (GPUs, CPU, memory, GPU models); the store
 // does not record utilisation, so util applies to every job.
 func JobsFromHistory(jobs []schedloop.Job, origin, until time.Time, util float64) []sim.Job {
 	out := make([]sim.Job, 0, len(jobs))
 	for _, j := range jobs {
 		began := firstSet(j.Admitted, j.Started, j.FirstScheduled)
-		if began.IsZero() {
+		if began.IsZero() || !began.Before(until) {
+			// Not running by until: read later, the same window must
+			// replay the same jobs.
 			continue
 		}
 		end := j.Finished

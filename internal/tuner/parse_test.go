@@ -89,10 +89,11 @@ func TestJobsFromHistory(t *testing.T) {
 		{Namespace: "a", Name: "running", GPUsPerMember: 1, GPUMilliPerMember: 250, Created: t0.Add(8 * time.Hour),
 			Started: t0.Add(9 * time.Hour)},
 		{Namespace: "a", Name: "never", GPUsPerMember: 1, Created: t0},
+		{Namespace: "a", Name: "late", GPUsPerMember: 1, Created: t0.Add(9 * time.Hour), Admitted: until.Add(time.Minute)},
 	}
 	got := JobsFromHistory(jobs, t0, until, 0.5)
 	if len(got) != 2 {
-		t.Fatalf("got %d jobs, want 2 (a job that never ran has no run time)", len(got))
+		t.Fatalf("got %d jobs, want 2 (a job that never ran, or began after until, has no run time in the window)", len(got))
 	}
 	if g := got[0]; g.Name != "a/done" || g.Arrival != time.Hour || g.Duration != 3*time.Hour || g.Members != 2 ||
 		g.Request.GPUs != 8 || g.Queue != "q" || g.Priority != 3 || g.Util != 0.5 {

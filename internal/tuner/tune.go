@@ -21,7 +21,10 @@ type Input struct {
 	Name      string // the proposal's profile name
 	Objective Objective
 	Guard     Guardrails
-	Replays   Replays
+	// Replays.Seed 0 derives the seed from the workload (DeriveSeed).
+	Replays Replays
+	// Source is where Workload was read from, recorded in the report.
+	Source Source
 	// HoldoutFraction is the later share of the history (by arrival time)
 	// kept out of the search and used only to judge the winner.
 	HoldoutFraction float64
@@ -42,8 +45,7 @@ type Report struct {
 	Changes   []string         `json:"changes"`
 	Objective string           `json:"objective"`
 	Margin    float64          `json:"margin"`
-	Replays   int              `json:"replays"`
-	JitterS   float64          `json:"jitterSeconds"`
+	Inputs    Inputs           `json:"inputs"`
 	TrainJobs int              `json:"trainJobs"`
 	HeldJobs  int              `json:"heldOutJobs"`
 	CutS      float64          `json:"cutSeconds"`
@@ -72,6 +74,8 @@ func Tune(ctx context.Context, in Input) (Report, error) {
 	if in.HoldoutFraction <= 0 || in.HoldoutFraction >= 1 {
 		return Report{}, fmt.Errorf("hold-out fraction %v is outside (0, 1)", in.HoldoutFraction)
 	}
+	inputs := in.inputs()
+	in.Replays.Seed = inputs.Seed
 	train, held, cut := SplitByTime(in.Workload.Jobs, 1-in.HoldoutFraction)
 	if len(train) == 0 || len(held) == 0 {
 		return Report{}, fmt.Errorf("the history of %d jobs cannot be split into training and held-out days", len(in.Workload.Jobs))
@@ -99,14 +103,30 @@ func Tune(ctx context.Context, in Input) (Report, error) {
 	proposed := best.Document(in.Name)
 	r := Report{
 		Name: in.Name, Current: in.Current, Proposed: proposed, Changes: profile.Diff(in.Current, proposed),
-		Objective: in.Objective.String(), Margin: in.Guard.Margin, Replays: len(curHeld.PerReplay),
-		JitterS: in.Replays.Jitter.Seconds(), TrainJobs: len(train), HeldJobs: len(held), CutS: cut.Seconds(),
+		Objective: in.Objective.String(), Margin: in.Guard.Margin, Inputs: inputs, TrainJobs: len(train), HeldJobs: len(held), CutS: cut.Seconds(),
 		Train: Compare(in.Objective, bestEval, curTrain), HeldOut: Compare(in.Objective, bestHeld, curHeld),
 		Steps: steps, Evaluations: te.Evaluations() + he.Evaluations(), Created: in.Now().UTC(), Prediction: curHeld.Prediction,
 	}
 	r.Decision = in.Guard.Decide(r.HeldOut, best.Key() != cur.Key())
 	r.ElapsedS = in.Now().Sub(start).Seconds()
 	return r, nil
+}
+
+// inputs names what the run reads, with the seed it replays under.
+func (in Input) inputs() Inputs {
+	r := in.Replays
+	if r.Count < 1 {
+		r.Count = 1
+	}
+	x := Inputs{Seed: r.Seed, Replays: r.Count, JitterS: r.Jitter.Seconds(), Source: in.Source,
+		Jobs: len(in.Workload.Jobs), JobsHash: HashJobs(in.Workload.Jobs), Nodes: len(in.Workload.Cluster.Nodes),
+		InventoryHash: HashCluster(in.Workload.Cluster), Objective: in.Objective.String(), Guardrails: in.Guard,
+		HoldoutFraction: in.HoldoutFraction, Rounds: in.Rounds, MinGain: in.MinGain, Preemption: in.Base.Preemption,
+		HighPriority: in.Base.HighPriority, PercentageOfNodesToScore: in.Base.PercentageOfNodesToScore, Version: Version()}
+	if x.Seed == 0 {
+		x.Seed, x.SeedDerived = DeriveSeed(x.JobsHash, x.InventoryHash), true
+	}
+	return x
 }
 
 // Evidence is the report as the JSON document stored with the profile.
@@ -159,9 +179,19 @@ func (r Report) Explain(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "decision: %s: %s\n", verdict, r.Decision.Reason)
 	fmt.Fprintf(tw, "objective: %s (lower is better; gains are relative)\n", r.Objective)
+	in := r.Inputs
 	fmt.Fprintf(tw, "evidence: %d training jobs, %d held-out jobs after %s; %d replays (arrival jitter ±%s); %d simulations in %.1fs\n",
-		r.TrainJobs, r.HeldJobs, time.Duration(r.CutS*float64(time.Second)).Round(time.Second), r.Replays,
-		time.Duration(r.JitterS*float64(time.Second)), r.Evaluations, r.ElapsedS)
+		r.TrainJobs, r.HeldJobs, time.Duration(r.CutS*float64(time.Second)).Round(time.Second), in.Replays,
+		time.Duration(in.JitterS*float64(time.Second)), r.Evaluations, r.ElapsedS)
+	seed := fmt.Sprintf("%d", in.Seed)
+	if in.SeedDerived {
+		seed += " (derived from the history and inventory hashes)"
+	}
+	fmt.Fprintf(tw, "inputs: seed %s; %s\n", seed, in.Source)
+	fmt.Fprintf(tw, "  %d jobs, sha256 %s; %d nodes, sha256 %s\n", in.Jobs, short(in.JobsHash), in.Nodes, short(in.InventoryHash))
+	fmt.Fprintf(tw, "  hold-out %g, %d rounds, min gain %g, preemption %t, high priority >= %d, percentageOfNodesToScore %d; version %s\n",
+		in.HoldoutFraction, in.Rounds, in.MinGain, in.Preemption, in.HighPriority, in.PercentageOfNodesToScore, in.Version)
+	fmt.Fprintf(tw, "check: %s\n", r.VerifyCommand())
 	if p := r.Prediction; p.Jobs > 0 {
 		fmt.Fprintf(tw, "run-time prediction on the held-out jobs (each from the jobs finished before it): Spearman %.2f, %.0f%% within 2x of actual, %d jobs\n",
 			p.Spearman, 100*p.Within2x, p.Jobs)
@@ -177,10 +207,10 @@ func (r Report) Explain(w io.Writer) error {
 		name string
 		c    Comparison
 	}{{"training days", r.Train}, {"held-out days", r.HeldOut}} {
-		fmt.Fprintf(tw, "\n%s:\tcurrent\tproposed\tchange\n", part.name)
+		fmt.Fprintf(tw, "\n%s:\tcurrent\tproposed\tchange ± s.e. over replays\n", part.name)
 		for _, m := range Metrics {
 			b, a := part.c.Before[m], part.c.After[m]
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m, num(b), num(a), pct(a, b))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m, num(b), num(a), change(part.c.Changes, m, len(part.c.Gains)))
 		}
 		fmt.Fprintf(tw, "  objective gain\t\t\t%+.2f%% ± %.2f%% (95%% lower bound %+.2f%%, %d/%d replays better)\n",
 			100*part.c.Gain, 100*part.c.StdErr, 100*part.c.Lower, part.c.Wins, len(part.c.Gains))
@@ -206,12 +236,25 @@ func num(v float64) string {
 	return fmt.Sprintf("%.4g", v)
 }
 
-func pct(after, before float64) string {
-	if before == 0 {
-		if after == 0 {
-			return "0"
-		}
+// change prints a metric's mean relative change with its standard error,
+// and says when the change is within noise.
+func change(ch map[Metric]Spread, m Metric, replays int) string {
+	sp, ok := ch[m]
+	switch {
+	case !ok:
 		return "n/a"
+	case sp.Mean == 0 && sp.StdErr == 0:
+		return "0"
+	case replays < 2:
+		return fmt.Sprintf("%+.1f%% (one replay: no spread)", 100*sp.Mean)
+	case sp.WithinNoise():
+		return fmt.Sprintf("%+.1f%% ± %.1f%% (within noise)", 100*sp.Mean, 100*sp.StdErr)
 	}
-	return fmt.Sprintf("%+.1f%%", 100*(after-before)/before)
+	return fmt.Sprintf("%+.1f%% ± %.1f%%", 100*sp.Mean, 100*sp.StdErr)
 }
+
+func short(hash string) string { return hash[:min(16, len(hash))] }
+
+// VerifyCommand is the command that replays this report's inputs and
+// compares the figures.
+func (r Report) VerifyCommand() string { return "tuner verify " + r.Name }

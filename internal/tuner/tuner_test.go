@@ -132,8 +132,8 @@ func TestTuneOnPhillySlice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.TrainJobs+r.HeldJobs != len(w.Jobs) || r.Replays != 3 || len(r.HeldOut.Gains) != 3 || calls == 0 {
-		t.Errorf("report: %d+%d jobs, %d replays, %d progress calls", r.TrainJobs, r.HeldJobs, r.Replays, calls)
+	if r.TrainJobs+r.HeldJobs != len(w.Jobs) || r.Inputs.Replays != 3 || len(r.HeldOut.Gains) != 3 || calls == 0 {
+		t.Errorf("report: %d+%d jobs, %d replays, %d progress calls", r.TrainJobs, r.HeldJobs, r.Inputs.Replays, calls)
 	}
 	if err := r.Proposed.Validate(); err != nil {
 		t.Errorf("proposal does not validate: %v", err)

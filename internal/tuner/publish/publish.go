@@ -7,6 +7,8 @@ package publish
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,14 +18,18 @@ import (
 
 	"github.com/schedloop/schedloop/internal/election"
 	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/tuner"
 )
 
 // ProfileAnnotation names the profile a ConfigMap holds, for kubectl users.
 const ProfileAnnotation = "schedloop.io/profile"
 
 // ConfigMap writes d under profile.ConfigMapKey into namespace/name,
-// creating the ConfigMap or replacing its document.
-func ConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name string, d profile.Document) error {
+// creating the ConfigMap or replacing its document. annotations (keys under
+// tuner.EvidenceAnnotationPrefix, naming d's evidence) replace the previous
+// profile's.
+func ConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name string, d profile.Document,
+	annotations map[string]string) error {
 	if err := d.Validate(); err != nil {
 		return fmt.Errorf("publish profile %s: %w", d.Name, err)
 	}
@@ -37,8 +43,9 @@ func ConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name
 		if apierrors.IsNotFound(err) {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
 				Labels:      map[string]string{"app.kubernetes.io/managed-by": "schedloop-tuner"},
-				Annotations: map[string]string{ProfileAnnotation: d.Name}},
+				Annotations: map[string]string{}},
 				Data: map[string]string{profile.ConfigMapKey: string(body)}}
+			setAnnotations(cm, d.Name, annotations)
 			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 			return err
 		}
@@ -48,11 +55,8 @@ func ConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		if cm.Annotations == nil {
-			cm.Annotations = map[string]string{}
-		}
 		cm.Data[profile.ConfigMapKey] = string(body)
-		cm.Annotations[ProfileAnnotation] = d.Name
+		setAnnotations(cm, d.Name, annotations)
 		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		return err
 	})
@@ -60,6 +64,30 @@ func ConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name
 		return fmt.Errorf("publish profile %s to ConfigMap %s/%s: %w", d.Name, namespace, name, err)
 	}
 	return nil
+}
+
+func setAnnotations(cm *corev1.ConfigMap, profileName string, evidence map[string]string) {
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	for k := range cm.Annotations {
+		if strings.HasPrefix(k, tuner.EvidenceAnnotationPrefix) {
+			delete(cm.Annotations, k)
+		}
+	}
+	maps.Copy(cm.Annotations, evidence)
+	cm.Annotations[ProfileAnnotation] = profileName
+}
+
+// ConfigMapPublisher publishes profiles into one ConfigMap.
+type ConfigMapPublisher struct {
+	Client          kubernetes.Interface
+	Namespace, Name string
+}
+
+// Publish writes d and its evidence annotations into the ConfigMap.
+func (p ConfigMapPublisher) Publish(ctx context.Context, d profile.Document, annotations map[string]string) error {
+	return ConfigMap(ctx, p.Client, p.Namespace, p.Name, d, annotations)
 }
 
 // Election configures LeaderElected.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/tuner"
 	"github.com/schedloop/schedloop/internal/tuner/publish"
 )
 
@@ -31,12 +32,15 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	t.Run("ConfigMap is created, then updated", func(t *testing.T) {
 		d := profile.Default()
-		if err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, d); err != nil {
+		seed := tuner.EvidenceAnnotationPrefix + "seed"
+		if err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, d, map[string]string{seed: "1"}); err != nil {
 			t.Fatal(err)
 		}
 		d2 := d
 		d2.Name, d2.Weights = "tuned-2", map[string]float64{"bestfit": 7}
-		if err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, d2); err != nil {
+		target := publish.ConfigMapPublisher{Client: c.Client, Namespace: "kube-system", Name: profile.DefaultConfigMapName}
+		verify := tuner.EvidenceAnnotationPrefix + "verify"
+		if err := target.Publish(ctx, d2, map[string]string{verify: "tuner verify tuned-2"}); err != nil {
 			t.Fatal(err)
 		}
 		cm, err := c.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, profile.DefaultConfigMapName, metav1.GetOptions{})
@@ -47,9 +51,13 @@ func TestAgainstAPIServer(t *testing.T) {
 		if err != nil || got.Name != "tuned-2" || got.Weights["bestfit"] != 7 || cm.Annotations[publish.ProfileAnnotation] != "tuned-2" {
 			t.Errorf("ConfigMap holds %+v (%v), annotations %v", got, err, cm.Annotations)
 		}
+		// The first profile's evidence must not pass for the second's.
+		if _, stale := cm.Annotations[seed]; stale || cm.Annotations[verify] != "tuner verify tuned-2" {
+			t.Errorf("evidence annotations %v: want only the second profile's", cm.Annotations)
+		}
 		bad := d
 		bad.Weights = map[string]float64{"gravity": 1}
-		if err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, bad); err == nil {
+		if err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, bad, nil); err == nil {
 			t.Error("an invalid profile was published")
 		}
 	})
