@@ -67,8 +67,8 @@ web: ## rebuild the dashboard assets (web/dist, embedded into the collector) fro
 # Full public traces live outside the project (see ../shared/traces/README.md).
 TRACES ?= ../shared/traces
 
-fgd-table: ## reproduce the FGD paper's experiment on the Alibaba openb traces and print ours beside the paper's
-	$(GO) run ./cmd/tuner fgd-table -trace-dir $(TRACES)/alibaba-gpu-2023 -seeds 42-51
+fgd-table: ## the FGD paper's allocation experiment on every openb pod list, beside the artifact's results, with a verdict per list
+	$(GO) run ./cmd/tuner fgd-table -trace-dir $(TRACES)/alibaba-gpu-2023 -expected $(TRACES)/fgd-expected-results -traces all -seeds 42-51
 
 eval: ## the Helios queueing experiment on Philly (needs ../shared/traces): FIFO, SJF, schedloop default and tuned, beside the published figures
 	$(GO) run ./cmd/tuner helios-table -trace-dir $(TRACES) -bench

@@ -180,6 +180,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		if got := text(fmt.Sprintf(`[data-testid=status-%d]`, p.ID)); got != strings.ReplaceAll(string(p.Status), "_", " ") {
 			t.Errorf("profile %d status on the page %q, database %q", p.ID, got, p.Status)
 		}
+		if p.Name == "tuned-002" { // the fixture's profile with seeded evidence
+			if got := text(fmt.Sprintf(`[data-testid=seed-%d]`, p.ID)); got != "seed 42; check: tuner verify tuned-002" {
+				t.Errorf("profile %d shows %q, want its seed and verify command", p.ID, got)
+			}
+		}
 		for k, v := range p.Measured {
 			if got := number(fmt.Sprintf(`[data-testid=meas-%d-%s]`, p.ID, k)); math.Abs(got-v) > 1e-3*math.Max(1, math.Abs(v)) {
 				t.Errorf("profile %d measured %s on the page %v, database %v", p.ID, k, got, v)

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +26,9 @@ func runFGDTable(ctx context.Context, args []string, _ func(string) string, stdo
 	fs.SetOutput(stderr)
 	dir := fs.String("trace-dir", filepath.Join("..", "shared", "traces", "alibaba-gpu-2023"),
 		"folder holding the Alibaba openb CSVs (openb_node_list_gpu_node.csv, openb_pod_list_<trace>.csv)")
-	traces := fs.String("traces", "default", "comma-separated openb pod lists to run (default, gpushare40, multigpu20, ...)")
+	traces := fs.String("traces", "all", "comma-separated openb pod lists to run (default, gpushare40, multigpu20, ...); all: every openb_pod_list_*.csv in -trace-dir")
+	expected := fs.String("expected", filepath.Join("..", "shared", "traces", "fgd-expected-results"),
+		"folder holding the FGD artifact's per-run results (analysis_allo_discrete.csv, analysis_frag_discrete.csv), printed beside ours; missing: our figures only")
 	seeds := fs.String("seeds", "42-51", "shuffle seeds: a range a-b or a comma list (the paper used 42-51)")
 	policies := fs.String("policies", "fgd,bestfit,packing,dotprod,random", "comma-separated policies")
 	workers := fs.Int("workers", 0, "parallel runs (0: one per CPU)")
@@ -54,11 +60,21 @@ func runFGDTable(ctx context.Context, args []string, _ func(string) string, stdo
 		return err
 	}
 	c := sim.NewCluster(inv)
+	names, err := podLists(*dir, *traces)
+	if err != nil {
+		return err
+	}
+	paper, err := readPaper(*expected)
+	if err != nil {
+		return err
+	}
+	if paper == nil {
+		fmt.Fprintf(stdout, "no paper figures: %s lacks analysis_allo_discrete.csv (see ../shared/traces/README.md)\n", *expected)
+	}
 	var rows []tuner.FGDRow
 	start := time.Now()
-	for _, name := range strings.Split(*traces, ",") {
-		name = strings.TrimSpace(name)
-		tj, err := trace.LoadJobs(filepath.Join(*dir, "openb_pod_list_"+name+".csv"), trace.FormatOpenb)
+	for _, name := range names {
+		tj, err := trace.LoadOpenbShapes(filepath.Join(*dir, "openb_pod_list_"+name+".csv"))
 		if err != nil {
 			return fmt.Errorf("flag -traces: %w", err)
 		}
@@ -73,9 +89,74 @@ func runFGDTable(ctx context.Context, args []string, _ func(string) string, stdo
 		}
 		rows = append(rows, r...)
 	}
-	fmt.Fprintf(stdout, "FGD experiment on %d GPU nodes (%d GPUs), %d seeds, %s\n\n", len(c.Nodes), c.GPUMilli()/1000,
-		len(seedList), time.Since(start).Round(100*time.Millisecond))
-	return tuner.WriteFGDTable(stdout, rows)
+	fmt.Fprintf(stdout, "FGD experiment on %d GPU nodes (%d GPUs), %d pod lists, %d seeds, %s\n\n", len(c.Nodes), c.GPUMilli()/1000,
+		len(names), len(seedList), time.Since(start).Round(100*time.Millisecond))
+	return tuner.WriteFGDTable(stdout, rows, paper)
+}
+
+// podLists names the pod lists to run: the -traces list, or with "all"
+// every openb_pod_list_*.csv in dir, default first and then by name.
+func podLists(dir, traces string) ([]string, error) {
+	if traces != "all" {
+		var out []string
+		for _, n := range strings.Split(traces, ",") {
+			out = append(out, strings.TrimSpace(n))
+		}
+		return out, nil
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "openb_pod_list_*.csv"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, f := range files {
+		out = append(out, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "openb_pod_list_"), ".csv"))
+	}
+	slices.SortStableFunc(out, func(a, b string) int {
+		switch {
+		case a == b:
+			return 0
+		case a == "default":
+			return -1
+		case b == "default":
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	if len(out) == 0 {
+		return nil, fmt.Errorf("flag -trace-dir: no openb_pod_list_*.csv in %s", dir)
+	}
+	return out, nil
+}
+
+// readPaper reads the artifact's results from dir; nil when they are not
+// there.
+func readPaper(dir string) (tuner.Paper, error) {
+	read := func(name string) ([]trace.FGDResult, error) {
+		path := filepath.Join(dir, name)
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		res, err := trace.ReadFGDResults(bufio.NewReader(f))
+		if err != nil {
+			return nil, fmt.Errorf("flag -expected: %s: %w", path, err)
+		}
+		return res, nil
+	}
+	allo, err := read("analysis_allo_discrete.csv")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	frag, err := read("analysis_frag_discrete.csv")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	return tuner.PaperFromResults(allo, frag), nil
 }
 
 func parseSeeds(s string) ([]int64, error) {

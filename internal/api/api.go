@@ -30,6 +30,7 @@ import (
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/store"
+	"github.com/schedloop/schedloop/internal/tuner"
 	"github.com/schedloop/schedloop/internal/why"
 )
 
@@ -637,10 +638,14 @@ type profileJSON struct {
 	Predicted          map[string]float64              `json:"predicted"`
 	Measured           map[string]float64              `json:"measured"`
 	Evidence           map[string]any                  `json:"evidence,omitempty"`
-	ParentID           int64                           `json:"parent_id,omitempty"`
-	Reason             string                          `json:"reason,omitempty"`
-	Created            time.Time                       `json:"created"`
-	Applied            *time.Time                      `json:"applied,omitempty"`
+	// Seed and Verify come from the evidence: the seed the tuner replayed
+	// under and the command that replays it again.
+	Seed     string     `json:"seed,omitempty"`
+	Verify   string     `json:"verify,omitempty"`
+	ParentID int64      `json:"parent_id,omitempty"`
+	Reason   string     `json:"reason,omitempty"`
+	Created  time.Time  `json:"created"`
+	Applied  *time.Time `json:"applied,omitempty"`
 }
 
 func toProfileJSON(p schedloop.Profile, evidence bool) profileJSON {
@@ -652,6 +657,11 @@ func toProfileJSON(p schedloop.Profile, evidence bool) profileJSON {
 	}
 	if evidence {
 		out.Evidence = p.Evidence
+	}
+	// Evidence from before seeded runs has no seed: nothing to verify.
+	if r, err := tuner.ReportFromEvidence(p.Evidence); len(p.Evidence) > 0 && err == nil && r.Inputs.Seed != 0 {
+		r.Name = p.Name
+		out.Seed, out.Verify = strconv.FormatUint(r.Inputs.Seed, 10), r.VerifyCommand()
 	}
 	if !p.Applied.IsZero() {
 		a := p.Applied

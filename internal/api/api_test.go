@@ -154,12 +154,20 @@ func TestAPIServesTheRollups(t *testing.T) {
 	}
 
 	var profiles struct {
-		Profiles []struct{ ID int64 }
-		Next     string `json:"next_cursor"`
+		Profiles []struct {
+			ID                 int64
+			Name, Seed, Verify string
+		}
+		Next string `json:"next_cursor"`
 	}
 	get(t, h, "/api/v1/profiles?limit=2", nil, &profiles)
 	if len(profiles.Profiles) != 2 || profiles.Next == "" {
 		t.Fatalf("first profile page = %+v", profiles)
+	}
+	for _, p := range profiles.Profiles {
+		if seeded := p.Name == "tuned-002"; seeded != (p.Seed == "42") || seeded != (p.Verify == "tuner verify tuned-002") {
+			t.Errorf("profile %s: seed %q, verify %q; want them only from seeded evidence", p.Name, p.Seed, p.Verify)
+		}
 	}
 	get(t, h, "/api/v1/profiles?limit=2&cursor="+profiles.Next, nil, &profiles)
 	if len(profiles.Profiles) != 1 || profiles.Profiles[0].ID != hist.Profiles[0] || profiles.Next != "" {

@@ -54,7 +54,9 @@ func fuzzParser(f *testing.F, dir string) {
 }
 
 func FuzzReadOpenbPods(f *testing.F)      { fuzzParser(f, "openb_pods") }
+func FuzzReadOpenbShapes(f *testing.F)    { fuzzParser(f, "openb_shapes") }
 func FuzzReadOpenbNodes(f *testing.F)     { fuzzParser(f, "openb_nodes") }
+func FuzzReadFGDResults(f *testing.F)     { fuzzParser(f, "fgd_results") }
 func FuzzReadPhillyJobs(f *testing.F)     { fuzzParser(f, "philly_jobs") }
 func FuzzReadPhillyMachines(f *testing.F) { fuzzParser(f, "philly_machines") }
 func FuzzReadJobsCSV(f *testing.F)        { fuzzParser(f, "jobs_csv") }

@@ -72,6 +72,21 @@ func LoadJobs(path string, format Format) ([]Job, error) {
 	return jobs, nil
 }
 
+// LoadOpenbShapes reads an openb pod list for an experiment that needs no
+// times (see ReadOpenbShapes): the five-column lists as well as the full ones.
+func LoadOpenbShapes(path string) ([]Job, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open pod list: %w", err)
+	}
+	defer f.Close()
+	jobs, err := ReadOpenbShapes(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return jobs, nil
+}
+
 // LoadInventory reads nodes from an inventory YAML, an openb node list or a
 // Philly machine list. CSV node lists carry no topology: they get levels and
 // fanout from the arguments (see AssignTopology).

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"fmt"
 	"io"
 	"strings"
 )
@@ -16,10 +17,33 @@ import (
 //   - Queue is the QoS class in lower case; pods whose phase is Failed fail.
 //   - Util is the GPU share the pod asked for (gpu_milli/1000) times DefaultUtil.
 //   - Every pod is a job of one member.
+//
+// A replay needs the times: a list without them (the five-column
+// multigpuNN lists) is refused with an error saying so; ReadOpenbShapes
+// reads it.
 func ReadOpenbPods(r io.Reader) ([]Job, error) {
-	t, err := newTable(r, "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time", "deletion_time")
+	return readOpenbPods(r, true)
+}
+
+// ReadOpenbShapes reads what each pod of an openb pod list asks for (the
+// five columns name,cpu_milli,memory_mib,num_gpu,gpu_milli, and gpu_spec,
+// qos and pod_phase when present), for experiments that need no times,
+// such as the FGD allocation experiment. Times are read when the list has
+// them; without them every Arrival and Duration is 0.
+func ReadOpenbShapes(r io.Reader) ([]Job, error) {
+	return readOpenbPods(r, false)
+}
+
+func readOpenbPods(r io.Reader, needTimes bool) ([]Job, error) {
+	t, err := newTable(r, "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 	if err != nil {
 		return nil, err
+	}
+	timed := t.has("creation_time") && t.has("deletion_time")
+	if needTimes && !timed {
+		return nil, fmt.Errorf("line 1: header lacks column %q (have %s): this pod list records no times, "+
+			"so it cannot be replayed over time; the allocation experiment (tuner fgd-table) reads it", "creation_time",
+			strings.Join(t.names, ","))
 	}
 	var jobs []Job
 	for {
@@ -30,15 +54,20 @@ func ReadOpenbPods(r io.Reader) ([]Job, error) {
 		if !ok {
 			return jobs, nil
 		}
-		j, err := openbPod(t)
+		j, err := openbPod(t, timed)
 		if err != nil {
 			return nil, err
+		}
+		// The same bounds as every other reader's jobs (names without
+		// control characters, among others).
+		if err := j.Validate(); err != nil {
+			return nil, fmt.Errorf("line %d: %w", t.line, err)
 		}
 		jobs = append(jobs, j)
 	}
 }
 
-func openbPod(t *table) (Job, error) {
+func openbPod(t *table, timed bool) (Job, error) {
 	j := Job{Name: t.str("name"), Members: 1, Outcome: Succeeded}
 	if j.Name == "" {
 		return j, t.errf("name", "empty")
@@ -71,6 +100,15 @@ func openbPod(t *table) (Job, error) {
 	if strings.EqualFold(t.str("pod_phase"), "Failed") {
 		j.Outcome = Failed
 	}
+	switch {
+	case j.GPUMilli > 0:
+		j.Util = DefaultUtil * float64(j.GPUMilli) / 1000
+	case j.GPUs > 0:
+		j.Util = DefaultUtil
+	}
+	if !timed {
+		return j, nil
+	}
 	created, err := t.seconds("creation_time", 0)
 	if err != nil {
 		return j, err
@@ -88,12 +126,6 @@ func openbPod(t *table) (Job, error) {
 	}
 	j.Arrival = secondsToDuration(created)
 	j.Duration = secondsToDuration(deleted - started)
-	switch {
-	case j.GPUMilli > 0:
-		j.Util = DefaultUtil * float64(j.GPUMilli) / 1000
-	case j.GPUs > 0:
-		j.Util = DefaultUtil
-	}
 	return j, nil
 }
 

@@ -18,7 +18,9 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // parsers maps a testdata folder to the parser whose inputs it holds.
 var parsers = map[string]func(io.Reader) (any, error){
 	"openb_pods":      func(r io.Reader) (any, error) { return ReadOpenbPods(r) },
+	"openb_shapes":    func(r io.Reader) (any, error) { return ReadOpenbShapes(r) },
 	"openb_nodes":     func(r io.Reader) (any, error) { return ReadOpenbNodes(r) },
+	"fgd_results":     func(r io.Reader) (any, error) { return ReadFGDResults(r) },
 	"philly_jobs":     func(r io.Reader) (any, error) { return ReadPhillyJobs(r) },
 	"philly_machines": func(r io.Reader) (any, error) { return ReadPhillyMachines(r) },
 	"jobs_csv":        func(r io.Reader) (any, error) { return ReadJobsCSV(r) },
@@ -301,5 +303,17 @@ func TestSharedTraces(t *testing.T) {
 		if n != f.wantN {
 			t.Errorf("%s: %d rows, want %d", path, n, f.wantN)
 		}
+	}
+	// A five-column list: its shapes read, a replay of it refused with why.
+	path := filepath.Join(*sharedTraces, "alibaba-gpu-2023/openb_pod_list_multigpu20.csv")
+	if _, err := os.Stat(path); err != nil {
+		t.Logf("public trace %s not present", path)
+		return
+	}
+	if pods, err := LoadOpenbShapes(path); err != nil || len(pods) != 8324 {
+		t.Errorf("%s: %d pods (%v), want 8324", path, len(pods), err)
+	}
+	if _, err := LoadJobs(path, FormatAuto); err == nil || !strings.Contains(err.Error(), "records no times") {
+		t.Errorf("%s replayed without times: %v", path, err)
 	}
 }

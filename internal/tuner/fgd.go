@@ -4,50 +4,95 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 
 	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/sim"
+	"github.com/schedloop/schedloop/internal/trace"
 )
 
 // PaperSource cites the published numbers FGDTable prints beside ours.
 const PaperSource = `Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation ` +
 	`Gradient Descent", USENIX ATC 2023; per-run results of the artifact ` +
 	`(github.com/hkust-adsl/kubernetes-scheduler-simulator @8f3d641, experiments/analysis/expected_results, Apache-2.0), ` +
-	`mean ± sd over seeds 42-51`
+	`mean ± sd over its seeds (42-51), read from the artifact's analysis_allo_discrete.csv and analysis_frag_discrete.csv`
 
-type published struct{ mean, sd float64 }
-
-// paperUnallocated is the published unallocated GPU share (%) at arrived
-// demand = 100% of capacity, per openb trace and policy.
-var paperUnallocated = map[string]map[scoring.Policy]published{
-	"default":     {"fgd": {4.77, 0.10}, "bestfit": {7.14, 0.14}, "packing": {8.22, 0.50}, "dotprod": {9.38, 0.18}, "random": {13.70, 0.31}},
-	"gpushare40":  {"fgd": {6.04, 0.07}, "bestfit": {8.56, 0.19}, "packing": {10.23, 0.50}, "dotprod": {10.70, 0.13}, "random": {15.14, 0.32}},
-	"gpushare60":  {"fgd": {8.75, 0.12}, "bestfit": {10.94, 0.17}, "packing": {12.85, 0.35}, "dotprod": {13.18, 0.27}, "random": {17.19, 0.33}},
-	"gpushare80":  {"fgd": {10.92, 0.10}, "bestfit": {13.34, 0.23}, "packing": {15.35, 0.47}, "dotprod": {15.86, 0.18}, "random": {19.38, 0.27}},
-	"gpushare100": {"fgd": {13.36, 0.15}, "bestfit": {15.38, 0.21}, "packing": {17.87, 0.48}, "dotprod": {18.02, 0.28}, "random": {21.10, 0.15}},
-	"multigpu20":  {"fgd": {4.47, 0.15}, "bestfit": {6.27, 0.24}, "packing": {6.50, 0.60}, "dotprod": {8.15, 0.30}, "random": {13.08, 0.49}},
-	"multigpu30":  {"fgd": {3.64, 0.09}, "bestfit": {5.43, 0.22}, "packing": {5.30, 0.30}, "dotprod": {6.89, 0.30}, "random": {13.37, 0.44}},
-	"multigpu40":  {"fgd": {3.09, 0.10}, "bestfit": {4.90, 0.22}, "packing": {4.41, 0.30}, "dotprod": {5.96, 0.20}, "random": {14.62, 0.72}},
-	"gpuspec10":   {"fgd": {5.34, 0.18}, "bestfit": {6.90, 0.20}, "packing": {7.76, 0.62}, "dotprod": {9.83, 0.37}, "random": {13.74, 0.24}},
-	"gpuspec20":   {"fgd": {5.34, 0.13}, "bestfit": {11.54, 0.12}, "packing": {10.72, 0.24}, "dotprod": {11.71, 0.16}, "random": {14.10, 0.33}},
-	"gpuspec25":   {"fgd": {6.09, 0.10}, "bestfit": {14.33, 0.19}, "packing": {13.23, 0.34}, "dotprod": {14.56, 0.16}, "random": {14.58, 0.32}},
-	"cpu050":      {"fgd": {5.00, 0.11}, "bestfit": {6.44, 0.12}, "packing": {6.54, 0.30}, "dotprod": {6.97, 0.18}, "random": {10.98, 0.25}},
-	"cpu100":      {"fgd": {4.79, 0.13}, "bestfit": {6.74, 0.12}, "packing": {7.50, 0.39}, "dotprod": {8.27, 0.26}, "random": {12.57, 0.27}},
-	"cpu200":      {"fgd": {5.18, 0.15}, "bestfit": {7.85, 0.20}, "packing": {10.02, 0.46}, "dotprod": {12.55, 0.58}, "random": {16.97, 0.26}},
-	"cpu250":      {"fgd": {6.80, 0.27}, "bestfit": {8.79, 0.24}, "packing": {11.95, 0.64}, "dotprod": {16.43, 0.43}, "random": {20.00, 0.31}},
+// Published is the paper's figure for one policy on one trace, over the
+// artifact's seeds: the unallocated GPU share at 100% arrived demand (mean
+// and standard deviation), the allocation at 130% and the fragmentation
+// at 90% (means; Frag90 is NaN without fragmentation results), all in % of
+// the cluster's GPUs.
+type Published struct {
+	Seeds                                        int
+	Unallocated, UnallocatedSD, Alloc130, Frag90 float64
 }
 
-// paperDefault130 and paperDefaultFrag90 are the default trace's published
-// final allocation (% of GPUs at arrived 130%) and fragmentation (% of GPUs
-// at arrived 90%), means over the seeds.
-var (
-	paperDefault130    = map[scoring.Policy]float64{"fgd": 95.39, "bestfit": 93.08, "packing": 92.00, "dotprod": 90.85, "random": 87.47}
-	paperDefaultFrag90 = map[scoring.Policy]float64{"fgd": 5.00, "bestfit": 7.41, "packing": 8.37, "dotprod": 9.43, "random": 14.48}
-)
+// Paper holds the artifact's results by trace and policy ("fgd",
+// "bestfit", "packing", "dotprod", "random" and "clustering", which
+// schedloop has no score term for).
+type Paper map[string]map[string]Published
+
+// PaperPolicies is the order the paper's table lists policies in.
+var PaperPolicies = []string{"fgd", "bestfit", "packing", "clustering", "dotprod", "random"}
+
+// paperPolicy maps the artifact's policy names ("06-FGD", "04-GpuPacking")
+// to schedloop's.
+func paperPolicy(name string) string {
+	_, n, ok := strings.Cut(name, "-")
+	if !ok {
+		n = name
+	}
+	n = strings.ToLower(n)
+	switch n {
+	case "gpupacking":
+		return "packing"
+	case "gpuclustering":
+		return "clustering"
+	}
+	return n
+}
+
+// PaperFromResults summarises the artifact's per-run results: allocation
+// runs (analysis_allo_discrete.csv) and fragmentation runs
+// (analysis_frag_discrete.csv, may be nil). Runs too short to reach 100%
+// arrived demand are left out.
+func PaperFromResults(allo, frag []trace.FGDResult) Paper {
+	type key struct{ trace, policy string }
+	unalloc, a130, f90 := map[key][]float64{}, map[key][]float64{}, map[key][]float64{}
+	for _, r := range allo {
+		if len(r.At) <= 100 {
+			continue
+		}
+		k := key{r.Trace, paperPolicy(r.Policy)}
+		unalloc[k] = append(unalloc[k], 100-r.At[100])
+		a130[k] = append(a130[k], r.At[min(130, len(r.At)-1)])
+	}
+	for _, r := range frag {
+		if len(r.At) > 90 {
+			k := key{r.Trace, paperPolicy(r.Policy)}
+			f90[k] = append(f90[k], r.At[90])
+		}
+	}
+	p := Paper{}
+	for k, u := range unalloc {
+		if p[k.trace] == nil {
+			p[k.trace] = map[string]Published{}
+		}
+		m, sd := meanSD(u)
+		pub := Published{Seeds: len(u), Unallocated: m, UnallocatedSD: sd, Alloc130: mean(a130[k]), Frag90: math.NaN()}
+		if len(f90[k]) > 0 {
+			pub.Frag90 = mean(f90[k])
+		}
+		p[k.trace][k.policy] = pub
+	}
+	return p
+}
 
 // FGDRow is one policy on one trace over the seeds.
 type FGDRow struct {
@@ -149,27 +194,111 @@ func meanSD(v []float64) (float64, float64) {
 	return m, math.Sqrt(ss / float64(len(v)-1))
 }
 
-// WriteFGDTable prints our rows beside the published figures.
-func WriteFGDTable(w io.Writer, rows []FGDRow) error {
+// FGDTolerance is how far (percentage points of the cluster's GPUs) our
+// unallocated share may sit from the paper's before a trace's verdict says
+// so: a point, or three of the paper's standard deviations when wider.
+func FGDTolerance(p Published) float64 { return math.Max(1, 3*p.UnallocatedSD) }
+
+// FGDVerdict judges one trace: whether FGD left the fewest GPUs unallocated
+// among our policies, as the paper found on every trace, and which of our
+// figures sit outside FGDTolerance of the paper's.
+func FGDVerdict(rows []FGDRow, paper map[string]Published) string {
+	var fgd *FGDRow
+	best := rows[0]
+	for i, r := range rows {
+		if r.Policy == scoring.PolicyFGD {
+			fgd = &rows[i]
+		}
+		if r.Unallocated < best.Unallocated {
+			best = r
+		}
+	}
+	var parts []string
+	switch {
+	case fgd == nil:
+		parts = append(parts, "FGD not run")
+	case best.Policy != scoring.PolicyFGD && best.Unallocated < fgd.Unallocated:
+		parts = append(parts, fmt.Sprintf("NOT as the paper: %s left fewer GPUs unallocated than FGD (%.2f < %.2f)",
+			best.Policy, best.Unallocated, fgd.Unallocated))
+	default:
+		parts = append(parts, "FGD best, as in the paper")
+	}
+	if len(paper) == 0 {
+		return strings.Join(append(parts, "no published result for this list"), "; ")
+	}
+	var off []string
+	for _, r := range rows {
+		p, ok := paper[string(r.Policy)]
+		if !ok {
+			continue
+		}
+		if d := r.Unallocated - p.Unallocated; math.Abs(d) > FGDTolerance(p) {
+			off = append(off, fmt.Sprintf("%s %+.2f", r.Policy, d))
+		}
+	}
+	if len(off) == 0 {
+		parts = append(parts, "every policy within tolerance of the paper")
+	} else {
+		parts = append(parts, "off the paper by more than the tolerance: "+strings.Join(off, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// WriteFGDTable prints our rows beside the paper's figures (paper may be
+// nil: the artifact's results were not found), a verdict per trace, and the
+// paper's own table.
+func WriteFGDTable(w io.Writer, rows []FGDRow, paper Paper) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "trace\tpolicy\tseeds\tunalloc@100% ours\tpaper\tdiff\talloc@130% ours\tpaper\tfrag@90% ours\tpaper\t")
+	var order []string
+	byTrace := map[string][]FGDRow{}
 	for _, r := range rows {
-		p, ok := paperUnallocated[r.Trace][r.Policy]
-		paper, diff := "-", "-"
-		if ok {
-			paper = fmt.Sprintf("%.2f ± %.2f", p.mean, p.sd)
-			diff = fmt.Sprintf("%+.2f", r.Unallocated-p.mean)
+		if _, seen := byTrace[r.Trace]; !seen {
+			order = append(order, r.Trace)
 		}
-		a130, f90 := "-", "-"
-		if r.Trace == "default" {
-			a130 = fmt.Sprintf("%.2f", paperDefault130[r.Policy])
-			f90 = fmt.Sprintf("%.2f", paperDefaultFrag90[r.Policy])
+		byTrace[r.Trace] = append(byTrace[r.Trace], r)
+		p, ok := paper[r.Trace][string(r.Policy)]
+		pu, diff, a130, f90 := "-", "-", "-", "-"
+		if ok {
+			pu = fmt.Sprintf("%.2f ± %.2f", p.Unallocated, p.UnallocatedSD)
+			diff = fmt.Sprintf("%+.2f", r.Unallocated-p.Unallocated)
+			a130 = fmt.Sprintf("%.2f", p.Alloc130)
+			if !math.IsNaN(p.Frag90) {
+				f90 = fmt.Sprintf("%.2f", p.Frag90)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f ± %.2f\t%s\t%s\t%.2f\t%s\t%.2f\t%s\t\n", r.Trace, r.Policy, r.Seeds,
-			r.Unallocated, r.UnallocatedSD, paper, diff, r.Alloc130, a130, r.Frag90, f90)
+			r.Unallocated, r.UnallocatedSD, pu, diff, r.Alloc130, a130, r.Frag90, f90)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	fmt.Fprintln(w, "\nverdict per trace (tolerance: 1 point or 3 of the paper's standard deviations, whichever is wider):")
+	for _, t := range order {
+		fmt.Fprintf(w, "  %-12s %s\n", t, FGDVerdict(byTrace[t], paper[t]))
+	}
+	if len(paper) > 0 {
+		fmt.Fprintln(w, "\nthe paper's table: unallocated GPUs (% of capacity) at 100% arrived demand, mean ± sd over its seeds:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "trace\t")
+		for _, p := range PaperPolicies {
+			fmt.Fprintf(tw, "%s\t", p)
+		}
+		fmt.Fprintln(tw)
+		for _, t := range slices.Sorted(maps.Keys(paper)) {
+			fmt.Fprintf(tw, "%s\t", t)
+			for _, p := range PaperPolicies {
+				if v, ok := paper[t][p]; ok {
+					fmt.Fprintf(tw, "%.2f ± %.2f\t", v.Unallocated, v.UnallocatedSD)
+				} else {
+					fmt.Fprint(tw, "-\t")
+				}
+			}
+			fmt.Fprintln(tw)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	_, err := fmt.Fprintf(w, "\nunalloc@100%%: GPUs not allocated (%% of capacity) when arrived demand reaches 100%%; lower is better.\n"+
 		"Paper figures: %s.\nNot reproduced: the paper's GPU Clustering baseline (no schedloop score term).\n", PaperSource)

@@ -204,12 +204,55 @@ func TestFGDExperimentOrdersPolicies(t *testing.T) {
 	if rows[0].Policy != scoring.PolicyFGD || rows[0].Unallocated > rows[len(rows)-1].Unallocated {
 		t.Errorf("FGD left more unallocated than random: %+v", rows)
 	}
+	// The paper's figures as the artifact's per-run files give them: two
+	// seeds of FGD on this trace, one of random on another.
+	at := func(at100, at130 float64) []float64 {
+		v := make([]float64, 131)
+		v[100], v[130] = at100, at130
+		return v
+	}
+	paper := PaperFromResults([]trace.FGDResult{
+		{Trace: "default", Policy: "06-FGD", Seed: 42, At: at(95.0, 95.5)},
+		{Trace: "default", Policy: "06-FGD", Seed: 43, At: at(95.2, 95.7)},
+		{Trace: "multigpu50", Policy: "01-Random", Seed: 42, At: at(80, 85)},
+		{Trace: "default", Policy: "04-GpuPacking", Seed: 42, At: make([]float64, 50)}, // too short: left out
+	}, nil)
+	fgd := paper["default"]["fgd"]
+	if fgd.Seeds != 2 || math.Abs(fgd.Unallocated-4.9) > 1e-9 || math.Abs(fgd.Alloc130-95.6) > 1e-9 ||
+		math.Abs(fgd.UnallocatedSD-math.Sqrt(0.02)) > 1e-9 || paper["multigpu50"]["random"].Unallocated != 20 {
+		t.Errorf("paper summarised as %+v", paper)
+	}
+	if _, ok := paper["default"]["packing"]; ok {
+		t.Error("a run that never reached 100% was summarised")
+	}
 	var b strings.Builder
-	if err := WriteFGDTable(&b, rows); err != nil {
+	if err := WriteFGDTable(&b, rows, paper); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "4.77 ± 0.10") || !strings.Contains(b.String(), "USENIX ATC 2023") {
-		t.Errorf("table lacks the paper's figures:\n%s", b.String())
+	for _, want := range []string{"4.90 ± 0.14", "USENIX ATC 2023", "verdict per trace", "the paper's table", "multigpu50"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	t.Log(b.String())
+}
+
+func TestFGDVerdict(t *testing.T) {
+	rows := []FGDRow{{Policy: scoring.PolicyFGD, Unallocated: 5}, {Policy: scoring.PolicyBestFit, Unallocated: 7}}
+	paper := map[string]Published{"fgd": {Unallocated: 4.8, UnallocatedSD: 0.1}, "bestfit": {Unallocated: 5.2, UnallocatedSD: 0.2}}
+	for _, tc := range []struct {
+		rows  []FGDRow
+		paper map[string]Published
+		want  string
+	}{
+		{rows, paper, "FGD best, as in the paper; off the paper by more than the tolerance: bestfit +1.80"},
+		{rows[:1], paper, "FGD best, as in the paper; every policy within tolerance of the paper"},
+		{rows, nil, "FGD best, as in the paper; no published result for this list"},
+		{[]FGDRow{rows[0], {Policy: scoring.PolicyPacking, Unallocated: 4}}, nil, "NOT as the paper: packing left fewer GPUs unallocated than FGD (4.00 < 5.00); no published result for this list"},
+	} {
+		if got := FGDVerdict(tc.rows, tc.paper); got != tc.want {
+			t.Errorf("FGDVerdict = %q\nwant %q", got, tc.want)
+		}
 	}
 }
 

@@ -280,7 +280,7 @@ async function profilesPage(params) {
       const keys = [...new Set([...Object.keys(p.predicted), ...Object.keys(p.measured)])].sort()
       const outcome = keys.map((k) => `${esc(k)}: <span data-testid="pred-${p.id}-${esc(k)}">${fmtNum(p.predicted[k])}</span> → <span data-testid="meas-${p.id}-${esc(k)}">${fmtNum(p.measured[k])}</span>`).join('<br>')
       const limits = Object.entries(p.queue_limits).map(([q, l]) => `${esc(q)}: ${l.maxGPUs} GPUs`).join('<br>')
-      tbody.insertAdjacentHTML('beforeend', `<tr data-id="${p.id}"><td>${p.id}</td><td>${esc(p.name)}</td>
+      tbody.insertAdjacentHTML('beforeend', `<tr data-id="${p.id}"><td>${p.id}</td><td>${esc(p.name)}${p.seed ? `<br><small data-testid="seed-${p.id}">seed ${esc(p.seed)}; check: <code>${esc(p.verify)}</code></small>` : ''}</td>
         <td><span class="badge ${esc(p.status)}" data-testid="status-${p.id}">${esc(p.status.replace('_', ' '))}</span>${p.reason ? `<br><small>${esc(p.reason)}</small>` : ''}</td>
         <td>${ts(p.created)}</td><td>${ts(p.applied)}</td><td>${outcome || '—'}</td><td>${limits || '—'}</td></tr>`)
     }
