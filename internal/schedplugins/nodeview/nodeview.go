@@ -64,6 +64,16 @@ func Node(ni fwk.NodeInfo, levels []string) *scoring.Node {
 	return n
 }
 
+// OffersShares reports whether the node advertises GPU shares
+// (podspec.ResourceGPUMilli). On a node that does not, every GPU pod holds
+// whole devices: the framework's count of free whole GPUs is the number of
+// idle devices, and which devices a pod holds changes neither a fit nor a
+// score, so the per-device check and the device record are needed only
+// where shares can land.
+func OffersShares(ni fwk.NodeInfo) bool {
+	return ni.GetAllocatable().GetScalarResources()[podspec.ResourceGPUMilli] > 0
+}
+
 // Domains is node's place in the topology of levels (scoring.NodeDomains).
 func Domains(node *v1.Node, levels []string) []string {
 	return scoring.NodeDomains(levels, func(key string) string { return node.Labels[key] })

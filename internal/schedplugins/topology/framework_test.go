@@ -187,3 +187,64 @@ func TestRememberedScoresMatchFreshScores(t *testing.T) {
 		}
 	}
 }
+
+// sharePod asks for milli thousandths of one GPU, recorded on device.
+func sharePod(name string, milli, device int) *v1.Pod {
+	p := st.MakePod().Namespace("default").Name(name).UID(name).
+		Res(map[v1.ResourceName]string{v1.ResourceCPU: "1", podspec.ResourceGPUMilli: fmt.Sprint(milli)}).Obj()
+	p.Annotations = map[string]string{podspec.AnnotationGPUDevices: podspec.FormatDevices([]int{device})}
+	return p
+}
+
+// twoGPUNode has two GPUs, advertising shares when shares is set.
+func twoGPUNode(name string, shares bool, pods ...*v1.Pod) *framework.NodeInfo {
+	capacity := map[v1.ResourceName]string{v1.ResourceCPU: "128", v1.ResourceMemory: "1Ti", podspec.ResourceGPU: "2"}
+	if shares {
+		capacity[podspec.ResourceGPUMilli] = "2000"
+	}
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(st.MakeNode().Name(name).Capacity(capacity).Obj())
+	return ni
+}
+
+// Filter checks devices where shares can land: on a node offering shares a
+// whole GPU is refused when every device holds a share, though the
+// framework counts both GPUs free; a share is refused where no device has
+// it free. On a node without shares the framework's count of whole GPUs is
+// the rule, so Filter leaves whole-GPU pods to it.
+func TestFilterChecksDevicesWhereSharesLand(t *testing.T) {
+	halves := func() []*v1.Pod { return []*v1.Pod{sharePod("s0", 500, 0), sharePod("s1", 600, 1)} }
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		ni   fwk.NodeInfo
+		want scoring.Reason
+	}{
+		{"whole GPU, shares on every device", gpuPod("p", "1"), twoGPUNode("n", true, halves()...), scoring.ReasonGPU},
+		{"whole GPU, one device idle", gpuPod("p", "1"), twoGPUNode("n", true, sharePod("s0", 500, 0)), scoring.Fits},
+		{"share too large for any device", sharePod("p", 600, 0), twoGPUNode("n", true, halves()...), scoring.ReasonGPUShare},
+		{"share fits beside the smaller one", sharePod("p", 500, 0), twoGPUNode("n", true, halves()...), scoring.Fits},
+		{"whole GPU on a node without shares", gpuPod("p", "2"), twoGPUNode("n", false, gpuPod("x", "1")), scoring.Fits},
+		{"share on a node without shares", sharePod("p", 500, 0), twoGPUNode("n", false, gpuPod("x", "2")), scoring.ReasonGPUShare},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := topology.New(nil, nil, nil, profilewatch.NewHolder())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.pod.Annotations = nil
+			state := framework.NewCycleState()
+			if _, s := p.PreFilter(context.Background(), state, tc.pod, []fwk.NodeInfo{tc.ni}); !s.IsSuccess() {
+				t.Fatalf("PreFilter: %v", s)
+			}
+			s := p.Filter(context.Background(), state, tc.pod, tc.ni)
+			if tc.want == scoring.Fits && !s.IsSuccess() {
+				t.Errorf("Filter = %v, want success", s)
+			}
+			if tc.want != scoring.Fits && (s.Code() != fwk.Unschedulable || s.Message() != string(tc.want)) {
+				t.Errorf("Filter = %v, want Unschedulable %q", s, tc.want)
+			}
+		})
+	}
+}

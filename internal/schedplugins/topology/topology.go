@@ -16,7 +16,10 @@
 // records the devices the scorer chose on the pod and PreBind writes them
 // (podspec.AnnotationGPUDevices), so a GPU share lands on the device the
 // simulator would give it and a device holding a share is never handed out
-// whole.
+// whole. Both are done only where a share can land: for a share, and for
+// whole-GPU pods on a node offering shares (nodeview.OffersShares), whose
+// records tell later shares which devices are taken. Elsewhere the
+// framework's count of whole GPUs is exact and nothing is written.
 package topology
 
 import (
@@ -283,13 +286,21 @@ func (c *cycleGPU) Clone() fwk.StateData { return c }
 
 // Filter turns down a node whose devices cannot serve the pod's GPUs
 // (scoring.Node.Fit per device, the simulator's test): no device with the
-// share free, or too few devices that no share uses. Only GPU pods get here.
+// share free, or too few devices that no share uses. Only GPU pods get here,
+// and only a share or a node offering shares is checked per device
+// (nodeview.OffersShares).
 func (t *Topology) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	d, err := state.Read(gpuKey)
 	if err != nil {
 		return nil
 	}
-	if reason := t.views.Node(ni).Fit(d.(*cycleGPU).req); reason != scoring.Fits {
+	req := d.(*cycleGPU).req
+	if !req.Shared() && !nodeview.OffersShares(ni) {
+		// NodeResourcesFit's count of whole GPUs is exact here, and
+		// NodeAffinity enforces the GPU models.
+		return nil
+	}
+	if reason := t.views.Node(ni).Fit(req); reason != scoring.Fits {
 		return fwk.NewStatus(fwk.Unschedulable, string(reason))
 	}
 	return nil
@@ -399,6 +410,13 @@ func (t *Topology) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod,
 	ni, err := t.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("%s: node %s: %w", Name, nodeName, err))
+	}
+	if !req.Shared() && !nodeview.OffersShares(ni) {
+		// No share can land beside it, so no device record is needed: the
+		// view of the node gives its whole-GPU pods the lowest idle
+		// devices, as the scorer would have chosen, and the pod is not
+		// patched.
+		return nil
 	}
 	_, _, s := t.scorer(state, pod)
 	n := t.views.Node(ni)
