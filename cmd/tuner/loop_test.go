@@ -119,7 +119,8 @@ func TestLoopPublishesThenRollsBack(t *testing.T) {
 	for i := range outs {
 		outs[i] = &syncBuf{}
 		args := []string{"-kubeconfig", c.Kubeconfig, "-identity", fmt.Sprintf("tuner-%d", i),
-			"-since", "48h", "-replays", "3", "-rounds", "1", "-interval", "6h", "-measure-after", "24h"}
+			"-since", "48h", "-replays", "3", "-rounds", "1", "-interval", "6h", "-measure-after", "24h",
+			"-metrics-addr", "127.0.0.1:0"}
 		var lctx context.Context
 		lctx, stops[i] = context.WithCancel(ctx)
 		wg.Add(1)
@@ -204,6 +205,18 @@ func TestLoopPublishesThenRollsBack(t *testing.T) {
 	if id := fmt.Sprintf("tuner-%d", leader); lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != id {
 		t.Fatalf("%s published, but the Lease is held by %v", id, lease.Spec.HolderIdentity)
 	}
+	metricIs := func(loop int, name, outcome string, want float64) {
+		t.Helper()
+		waitUntil(t, fmt.Sprintf("loop %d's %s{%s} = %v", loop, name, outcome, want), func() (bool, error) {
+			got, err := loopMetric(outs[loop].String(), name, outcome)
+			return err == nil && got == want, fmt.Errorf("%v (got %v)", err, got)
+		})
+	}
+	metricIs(leader, "schedloop_tuner_runs_total", passTuned, 1)
+	metricIs(leader, "schedloop_tuner_leader", "", 1)
+	metricIs(leader, "schedloop_tuner_last_run_timestamp_seconds", "", float64(t1.Unix()))
+	metricIs(1-leader, "schedloop_tuner_leader", "", 0)
+	metricIs(1-leader, "schedloop_tuner_runs_total", passTuned, 0)
 
 	// After the profile: jobs wait half an hour and run ten, where before they
 	// ran minutes to hours at once.
@@ -268,4 +281,9 @@ func TestLoopPublishesThenRollsBack(t *testing.T) {
 	if p, err := s.AppliedProfile(ctx); err != nil || p.ID != stockID {
 		t.Errorf("applied after pass 3: %s (%v), want %s", p.Name, err, stock.Name)
 	}
+	// Passes 2 and 3 ran on the loop that took over; neither tuned.
+	metricIs(1-leader, "schedloop_tuner_runs_total", passWaiting, 2)
+	metricIs(1-leader, "schedloop_tuner_runs_total", passTuned, 0)
+	metricIs(1-leader, "schedloop_tuner_runs_total", passError, 0)
+	metricIs(1-leader, "schedloop_tuner_leader", "", 1)
 }

@@ -36,6 +36,7 @@ func loop(ctx context.Context, args []string, getenv func(string) string, stdout
 	leaseNS := fs.String("lease-namespace", "", "namespace of the Lease (default: -namespace)")
 	host, _ := os.Hostname()
 	identity := fs.String("identity", host, "this replica's identity in the Lease (default: the host name)")
+	metricsAddr := fs.String("metrics-addr", "", "address to serve Prometheus /metrics on (runs, last run, leadership), e.g. :9102; empty: none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,19 +66,37 @@ func loop(ctx context.Context, args []string, getenv func(string) string, stdout
 	}
 	f.quiet = true // a service logs lines, not progress bars
 	l := f.lifecycle(s, kube, stdout)
+	m := newLoopMetrics()
+	if *metricsAddr != "" {
+		stop, err := m.serve(ctx, *metricsAddr, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	election.Namespace, election.Lease, election.Identity = *leaseNS, *lease, *identity
 	return publish.LeaderElected(ctx, kube, election,
 		func(ctx context.Context) {
+			m.leader.Set(1)
+			defer m.leader.Set(0)
 			for {
-				now := clock.now()
+				now, began := clock.now(), time.Now()
+				outcome := passWaiting
 				settled, err := l.CheckApplied(ctx, o, g, int32(f.highPriority), now, *measureAfter)
 				if err != nil && ctx.Err() == nil {
 					fmt.Fprintln(stderr, "tuner loop: check applied profile:", err)
+					outcome = passError
 				}
 				if settled {
 					if _, err := tuneOnce(ctx, f, o, g, s, kube, now, stdout, stderr); err != nil && ctx.Err() == nil {
 						fmt.Fprintln(stderr, "tuner loop: tune:", err)
+						outcome = passError
+					} else if outcome != passError {
+						outcome = passTuned
 					}
+				}
+				if ctx.Err() == nil { // a pass cut short by losing the Lease is no outcome
+					m.pass(outcome, now, time.Since(began))
 				}
 				select {
 				case <-ctx.Done():
