@@ -234,7 +234,8 @@ type need struct {
 func TestRBACCoversWhatEachComponentCalls(t *testing.T) {
 	objs := decodeAll(t)
 	needs := map[string][]need{
-		// events.Watcher informers; dcgm EndpointSlice and pod discovery.
+		// events.Watcher informers; dcgm EndpointSlice and pod discovery;
+		// leader election (-leader-elect) on its own Lease.
 		"schedloop-collector": {
 			{"", "pods", "list", "", ""}, {"", "pods", "watch", "", ""},
 			{"", "events", "list", "", ""}, {"", "events", "watch", "", ""},
@@ -242,6 +243,9 @@ func TestRBACCoversWhatEachComponentCalls(t *testing.T) {
 			{"scheduling.x-k8s.io", "podgroups", "list", "", ""}, {"scheduling.x-k8s.io", "podgroups", "watch", "", ""},
 			{"discovery.k8s.io", "endpointslices", "list", "gpu-operator", ""},
 			{"", "pods", "list", "gpu-operator", ""},
+			{"coordination.k8s.io", "leases", "create", "schedloop-system", ""},
+			{"coordination.k8s.io", "leases", "get", "schedloop-system", "schedloop-collector"},
+			{"coordination.k8s.io", "leases", "update", "schedloop-system", "schedloop-collector"},
 		},
 		// gang manager (PodGroup informer, status updates), profile watcher
 		// (one ConfigMap), leader election on its own Lease, GPU devices
@@ -424,4 +428,34 @@ func TestSecureByDefault(t *testing.T) {
 	if !denyAll || !collectorOnly {
 		t.Errorf("NetworkPolicies: default deny %v, collector port 8080 allowed %v; want both", denyAll, collectorOnly)
 	}
+}
+
+// TestCollectorReplicasElectALeader: more than one collector replica stores
+// every sample once only under -leader-elect, with the Lease's namespace and
+// each replica's name from the downward API (the flags' defaults read them).
+func TestCollectorReplicasElectALeader(t *testing.T) {
+	for _, d := range decodeAll(t) {
+		o, ok := d.obj.(*appsv1.Deployment)
+		if !ok || o.Name != "schedloop-collector" {
+			continue
+		}
+		if o.Spec.Replicas == nil || *o.Spec.Replicas < 2 {
+			t.Errorf("collector replicas %v, want at least 2", o.Spec.Replicas)
+		}
+		c := o.Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "-leader-elect") {
+			t.Errorf("collector args %v: %v replicas without -leader-elect would each scrape", c.Args, *o.Spec.Replicas)
+		}
+		fields := map[string]string{}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				fields[e.Name] = e.ValueFrom.FieldRef.FieldPath
+			}
+		}
+		if fields["POD_NAME"] != "metadata.name" || fields["POD_NAMESPACE"] != "metadata.namespace" {
+			t.Errorf("collector env from fields %v, want POD_NAME=metadata.name and POD_NAMESPACE=metadata.namespace", fields)
+		}
+		return
+	}
+	t.Fatal("no collector Deployment")
 }
