@@ -18,8 +18,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/schedloop/schedloop/internal/metricnames"
 	"github.com/schedloop/schedloop/internal/store/storetest"
@@ -158,13 +156,8 @@ func TestServeMetricsLint(t *testing.T) {
 	var families map[string]*dto.MetricFamily
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get(base + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tp := expfmt.NewTextParser(model.UTF8Validation)
-		families, err = tp.TextToMetricFamilies(resp.Body)
-		resp.Body.Close()
+		var err error
+		families, err = metricnames.Scrape(base + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,33 +7,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/schedloop/schedloop/internal/metricnames"
 )
-
-// scrapeLoopMetrics reads the families a loop's metrics server serves at
-// url.
-func scrapeLoopMetrics(url string) (map[string]*dto.MetricFamily, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s = %d", url, resp.StatusCode)
-	}
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	return tp.TextToMetricFamilies(resp.Body)
-}
 
 // loopMetric is the value of the family name (of its series with
 // outcome=outcome, when given) that a loop printing out serves.
@@ -43,7 +23,7 @@ func loopMetric(out, name, outcome string) (float64, error) {
 		return 0, errors.New("the loop printed no metrics address")
 	}
 	url, _, _ := strings.Cut(rest, "\n")
-	families, err := scrapeLoopMetrics(url)
+	families, err := metricnames.Scrape(url)
 	if err != nil {
 		return 0, err
 	}
@@ -80,7 +60,7 @@ func TestLoopMetricsLint(t *testing.T) {
 	m.leader.Set(1)
 	m.pass(passTuned, start, 3*time.Second)
 
-	families, err := scrapeLoopMetrics(url)
+	families, err := metricnames.Scrape(url)
 	if err != nil {
 		t.Fatal(err)
 	}

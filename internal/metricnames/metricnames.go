@@ -6,11 +6,14 @@ package metricnames
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Subsystems are the rooms schedloop's metrics are named by.
@@ -39,4 +42,19 @@ func Problems(families []*dto.MetricFamily) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Scrape reads the families a /metrics endpoint serves at url, so each
+// service's lint test reads its real handler the same way.
+func Scrape(url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s = %d", url, resp.StatusCode)
+	}
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	return tp.TextToMetricFamilies(resp.Body)
 }
