@@ -226,6 +226,13 @@ type Profile struct {
 	Weights            map[string]float64
 	QueueLimits        map[string]QueueLimit
 	GangTimeoutSeconds int
+	// The queue policies, in the units of the profile document; each zero
+	// means what the document's absent field means (see scoring.Params).
+	Order                       string
+	StarvationBoundSeconds      int
+	Reservation                 bool
+	ReservationThresholdSeconds int
+	PreemptMinRunTimeSeconds    int
 	// Evidence, Predicted and Measured are free-form JSON documents written by
 	// the tuner (replay results, confidence intervals, held-out comparison).
 	Evidence  map[string]any

@@ -197,25 +197,41 @@ func (d Document) Marshal() ([]byte, error) {
 }
 
 // ToDomain turns the document into the stored form; status and evidence
-// are the caller's to fill.
+// are the caller's to fill. It carries every parameter, so a document read
+// back with FromDomain means what it meant before it was stored.
 func (d Document) ToDomain() schedloop.Profile {
 	p := schedloop.Profile{Name: d.Name, GangTimeoutSeconds: d.GangTimeoutSeconds,
-		Weights: maps.Clone(d.Weights), QueueLimits: map[string]schedloop.QueueLimit{}}
+		Weights: maps.Clone(d.Weights), QueueLimits: map[string]schedloop.QueueLimit{},
+		Order: d.Order, StarvationBoundSeconds: d.StarvationBoundSeconds}
 	for name, q := range d.Queues {
 		p.QueueLimits[name] = schedloop.QueueLimit{MaxGPUs: q.MaxGPUs, MaxRunningGang: q.MaxRunningGangs}
+	}
+	if r := d.Reservation; r != nil {
+		p.Reservation, p.ReservationThresholdSeconds = r.Enabled, r.ThresholdSeconds
+	}
+	if pr := d.Preemption; pr != nil {
+		p.PreemptMinRunTimeSeconds = pr.MinRunTimeSeconds
 	}
 	return p
 }
 
-// FromDomain builds the document of a stored profile.
+// FromDomain builds the document of a stored profile. Optional sections
+// are present exactly when they hold a non-zero value, as FromParams
+// writes them.
 func FromDomain(p schedloop.Profile) Document {
 	d := Document{APIVersion: APIVersion, Kind: Kind, Name: p.Name, GangTimeoutSeconds: p.GangTimeoutSeconds,
-		Weights: maps.Clone(p.Weights)}
+		Weights: maps.Clone(p.Weights), Order: p.Order, StarvationBoundSeconds: p.StarvationBoundSeconds}
 	if len(p.QueueLimits) > 0 {
 		d.Queues = map[string]Queue{}
 		for name, q := range p.QueueLimits {
 			d.Queues[name] = Queue{MaxGPUs: q.MaxGPUs, MaxRunningGangs: q.MaxRunningGang}
 		}
+	}
+	if p.Reservation || p.ReservationThresholdSeconds != 0 {
+		d.Reservation = &Reservation{Enabled: p.Reservation, ThresholdSeconds: p.ReservationThresholdSeconds}
+	}
+	if p.PreemptMinRunTimeSeconds != 0 {
+		d.Preemption = &Preemption{MinRunTimeSeconds: p.PreemptMinRunTimeSeconds}
 	}
 	return d
 }

@@ -28,11 +28,13 @@ func (s *Store) InsertProfile(ctx context.Context, p schedloop.Profile) (int64, 
 	var id int64
 	err := s.pool.QueryRow(ctx, `
 		INSERT INTO profiles (name, status, weights, queue_limits, gang_timeout_seconds, evidence, predicted, measured,
-		    parent_id, reason, applied_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, 0), $10, $11)
+		    parent_id, reason, applied_at, order_policy, starvation_bound_seconds, reservation,
+		    reservation_threshold_seconds, preempt_min_run_time_seconds)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, 0), $10, $11, $12, $13, $14, $15, $16)
 		RETURNING id`,
 		p.Name, string(status), orEmpty(p.Weights), orEmpty(p.QueueLimits), p.GangTimeoutSeconds, orEmpty(p.Evidence),
-		orEmpty(p.Predicted), orEmpty(p.Measured), p.ParentID, p.Reason, nullTime(p.Applied)).Scan(&id)
+		orEmpty(p.Predicted), orEmpty(p.Measured), p.ParentID, p.Reason, nullTime(p.Applied),
+		p.Order, p.StarvationBoundSeconds, p.Reservation, p.ReservationThresholdSeconds, p.PreemptMinRunTimeSeconds).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert profile %q: %w", p.Name, err)
 	}
@@ -40,14 +42,16 @@ func (s *Store) InsertProfile(ctx context.Context, p schedloop.Profile) (int64, 
 }
 
 const profileColumns = `id, name, status, weights, queue_limits, gang_timeout_seconds, evidence, predicted, measured,
-	coalesce(parent_id, 0), reason, created_at, applied_at`
+	coalesce(parent_id, 0), reason, created_at, applied_at, order_policy, starvation_bound_seconds, reservation,
+	reservation_threshold_seconds, preempt_min_run_time_seconds`
 
 func scanProfile(r pgx.Row) (schedloop.Profile, error) {
 	var p schedloop.Profile
 	var status string
 	var applied pgtype.Timestamptz
 	err := r.Scan(&p.ID, &p.Name, &status, &p.Weights, &p.QueueLimits, &p.GangTimeoutSeconds, &p.Evidence,
-		&p.Predicted, &p.Measured, &p.ParentID, &p.Reason, &p.Created, &applied)
+		&p.Predicted, &p.Measured, &p.ParentID, &p.Reason, &p.Created, &applied, &p.Order, &p.StarvationBoundSeconds,
+		&p.Reservation, &p.ReservationThresholdSeconds, &p.PreemptMinRunTimeSeconds)
 	p.Status, p.Applied = schedloop.ProfileStatus(status), fromNullTime(applied)
 	return p, err
 }
