@@ -138,7 +138,15 @@ const (
 	WaitTopology        WaitCategory = "topology"
 	WaitTaintAffinity   WaitCategory = "taint_affinity"
 	WaitPreemption      WaitCategory = "preemption"
-	WaitOther           WaitCategory = "other"
+	// WaitQuota: an admission system in front of the scheduler (Kueue) holds
+	// the job until its ClusterQueue, or the cohort it borrows from, has
+	// unused quota. Capacity may be free meanwhile: the wait is policy, not
+	// shortage, which is why it is kept apart from the capacity categories.
+	WaitQuota WaitCategory = "quota"
+	// WaitVolume: the pod's volumes cannot be bound or reached from any node
+	// (unbound PersistentVolumeClaims, volume node affinity, zones).
+	WaitVolume WaitCategory = "volume"
+	WaitOther  WaitCategory = "other"
 )
 
 // AttemptResult is the outcome of one scheduling attempt for a pod.

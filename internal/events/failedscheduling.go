@@ -103,7 +103,9 @@ const (
 )
 
 var (
-	headerRE       = regexp.MustCompile(`^0/(\d+) nodes are available:`)
+	// Volcano writes "unavailable" where kube-scheduler writes "available"
+	// (volcano-sh/volcano pkg/scheduler/api/unschedule_info.go, FitErrors.Error).
+	headerRE       = regexp.MustCompile(`^0/(\d+) nodes are (?:un)?available:`)
 	pluginErrorRE  = regexp.MustCompile(`^running (?:[A-Za-z]+ on )?([A-Za-z]+) plugin "([^"]*)": `)
 	countedItemRE  = regexp.MustCompile(`^(\d+) (.+)$`)
 	separatorCount = regexp.MustCompile(`^, \d+ `)
@@ -155,6 +157,10 @@ func ParseFailedScheduling(msg string) FailedScheduling {
 
 	total, reasonsMap, ok := parseNodeList(main)
 	if !ok {
+		if o, ok := parseOtherScheduler(text); ok {
+			o.Message = msg
+			return o
+		}
 		// Messages that are one reason without a node header, such as the
 		// Permit timeout, still carry a category worth keeping.
 		if c := categorize(strings.TrimSuffix(text, ".")); c != schedloop.WaitOther {
@@ -246,7 +252,9 @@ var categoryPriority = []schedloop.WaitCategory{
 	schedloop.WaitInsufficientGPU,
 	schedloop.WaitGangIncomplete,
 	schedloop.WaitQueueLimit,
+	schedloop.WaitQuota,
 	schedloop.WaitTopology,
+	schedloop.WaitVolume,
 	schedloop.WaitInsufficientCPU,
 	schedloop.WaitTaintAffinity,
 	schedloop.WaitPreemption,
@@ -318,6 +326,35 @@ var rules = []rule{
 	{text: "node(s) didn't match the requested node name", category: schedloop.WaitTaintAffinity},
 	{text: "node(s) were unschedulable", category: schedloop.WaitTaintAffinity},
 	{text: "node(s) had unknown conditions", category: schedloop.WaitTaintAffinity},
+
+	// kube-scheduler's volume plugins (pkg/scheduler/framework/plugins/
+	// volumebinding, volumerestrictions, volumezone) and VolumeBinding's
+	// PreFilter errors. "volume node affinity conflict" is the wording of
+	// releases before the PersistentVolume one.
+	{text: "node(s) didn't find available persistent volumes to bind", category: schedloop.WaitVolume},
+	{text: "node(s) didn't match PersistentVolume's node affinity", category: schedloop.WaitVolume},
+	{text: "node(s) had volume node affinity conflict", category: schedloop.WaitVolume},
+	{text: "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)", category: schedloop.WaitVolume},
+	{text: "node(s) had no available disk", category: schedloop.WaitVolume},
+	{text: "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode", category: schedloop.WaitVolume},
+	{text: "node(s) had no available volume zone", category: schedloop.WaitVolume},
+	{text: "pod has unbound immediate PersistentVolumeClaims", category: schedloop.WaitVolume},
+	{text: "persistentvolumeclaim \"", category: schedloop.WaitVolume},
+	{text: "waiting for ephemeral volume controller to create the persistentvolumeclaim", category: schedloop.WaitVolume},
+	{text: "error getting PVC ", category: schedloop.WaitVolume},
+
+	// Volcano's per-node reasons (pkg/scheduler/api/unschedule_info.go).
+	{text: "node(s) resource fit failed", category: schedloop.WaitInsufficientCPU},
+	{text: "node(s) pod number exceeded", category: schedloop.WaitInsufficientCPU},
+	// KAI's per-node and per-domain reasons (pkg/scheduler/api/common_info/
+	// pod_errors.go and job_errors.go). A node-group is a topology domain.
+	{text: "node(s) didn't have enough resources: GPU", category: schedloop.WaitInsufficientGPU},
+	{text: "node(s) didn't have enough of mig profile: ", category: schedloop.WaitInsufficientGPU},
+	{text: "node(s) didn't have enough resources: ", category: schedloop.WaitInsufficientCPU},
+	{text: "node-group(s) didn't have enough", category: schedloop.WaitTopology},
+	{text: "Non-preemptible workload is over quota", category: schedloop.WaitQueueLimit},
+	{text: "NonPreemptibleOverQuota", contains: true, category: schedloop.WaitQueueLimit},
+	{text: "quota has reached the allowable limit of ", contains: true, category: schedloop.WaitQueueLimit},
 
 	{text: "waiting for the preemption for this pod", category: schedloop.WaitPreemption},
 	{text: "No preemption victims found", category: schedloop.WaitPreemption},

@@ -164,7 +164,7 @@ func TestAttempt(t *testing.T) {
 func TestParserCounters(t *testing.T) {
 	p := NewParser()
 	p.Parse("something the scheduler never said")
-	p.Parse("0/3 nodes are available: 3 node(s) had volume node affinity conflict.")
+	p.Parse("0/3 nodes are available: 3 node(s) were struck by lightning.")
 	p.Parse("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
 	if got := testutil.ToFloat64(p.unparsed); got != 1 {
 		t.Errorf("unparsed = %v, want 1", got)
@@ -199,29 +199,57 @@ func TestGoldenFailedScheduling(t *testing.T) {
 		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		f := ParseFailedScheduling(line)
-		results = append(results, goldenResult{
-			Message: f.Message, Parsed: f.Parsed, Category: f.Category, TotalNodes: f.TotalNodes,
-			Reasons: f.Reasons, PreemptionNodes: f.PreemptionNodes, Preemption: f.Preemption, Plugin: f.Plugin,
-		})
+		results = append(results, golden(ParseFailedScheduling(line)))
 	}
+	compareGolden(t, results, "failedscheduling.golden.json", "TestGoldenFailedScheduling")
+}
+
+func golden(f FailedScheduling) goldenResult {
+	return goldenResult{
+		Message: f.Message, Parsed: f.Parsed, Category: f.Category, TotalNodes: f.TotalNodes,
+		Reasons: f.Reasons, PreemptionNodes: f.PreemptionNodes, Preemption: f.Preemption, Plugin: f.Plugin,
+	}
+}
+
+// compareGolden checks results against testdata/name, rewriting it under -update.
+func compareGolden(t *testing.T, results []goldenResult, name, test string) {
+	t.Helper()
 	got, err := json.MarshalIndent(results, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	golden := filepath.Join("testdata", "failedscheduling.golden.json")
+	path := filepath.Join("testdata", name)
 	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want, err := os.ReadFile(golden)
+	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read golden (run with -update to create it): %v", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (run go test -run TestGoldenFailedScheduling -update and review the diff):\n%s", golden, got)
+		t.Errorf("output differs from %s (run go test -run %s -update and review the diff):\n%s", path, test, got)
+	}
+}
+
+// checkParseInvariants is what every input, however hostile, must give.
+func checkParseInvariants(t *testing.T, msg string) {
+	got := ParseFailedScheduling(msg)
+	if got.Message != msg {
+		t.Fatalf("Message = %q, want the raw input %q", got.Message, msg)
+	}
+	if got.Category == "" {
+		t.Fatalf("empty category for %q", msg)
+	}
+	if !got.Parsed && (got.Category != schedloop.WaitOther || len(got.Reasons) != 0) {
+		t.Fatalf("unparsed message %q got category %q and reasons %v", msg, got.Category, got.Reasons)
+	}
+	for r, n := range got.Reasons {
+		if n < 0 {
+			t.Fatalf("negative count %d for reason %q in %q", n, r, msg)
+		}
 	}
 }
 
@@ -235,23 +263,7 @@ func FuzzParseFailedScheduling(f *testing.F) {
 	}
 	f.Add("0/1 nodes are available: {, 1 a}, 1 b. preemption: 0/1 nodes are available: ")
 	f.Add(`running PreFilter plugin "X": 0/2 nodes are available: 2 Insufficient cpu.`)
-	f.Fuzz(func(t *testing.T, msg string) {
-		got := ParseFailedScheduling(msg)
-		if got.Message != msg {
-			t.Fatalf("Message = %q, want the raw input %q", got.Message, msg)
-		}
-		if got.Category == "" {
-			t.Fatalf("empty category for %q", msg)
-		}
-		if !got.Parsed && (got.Category != schedloop.WaitOther || len(got.Reasons) != 0) {
-			t.Fatalf("unparsed message %q got category %q and reasons %v", msg, got.Category, got.Reasons)
-		}
-		for r, n := range got.Reasons {
-			if n < 0 {
-				t.Fatalf("negative count %d for reason %q in %q", n, r, msg)
-			}
-		}
-	})
+	f.Fuzz(checkParseInvariants)
 }
 
 // TestRepeatedEventKeepsItsFirstAttempt: an event first seen with a count

@@ -226,8 +226,11 @@ func (c clock) toEvent(e *corev1.Event, observed time.Time) schedloop.Event {
 // Event reasons that are scheduling attempts.
 const (
 	reasonFailedScheduling = "FailedScheduling"
-	reasonScheduled        = "Scheduled"
-	reasonPreempted        = "Preempted"
+	// reasonUnschedulable is KAI's reason for the same event about a pod
+	// (Volcano and YuniKorn's shim write FailedScheduling).
+	reasonUnschedulable = "Unschedulable"
+	reasonScheduled     = "Scheduled"
+	reasonPreempted     = "Preempted"
 )
 
 // attemptKey identifies the attempt an event's latest count records.
@@ -262,7 +265,7 @@ func attempt(e schedloop.Event, parser *Parser) (schedloop.SchedulingAttempt, bo
 	}
 	a := schedloop.SchedulingAttempt{Key: attemptKey(e), PodUID: e.InvolvedUID, At: e.LastSeen, Message: e.Message}
 	switch e.Reason {
-	case reasonFailedScheduling:
+	case reasonFailedScheduling, reasonUnschedulable:
 		f := parser.Parse(e.Message)
 		f.Attempt(&a)
 		a.Result = schedloop.AttemptUnschedulable

@@ -352,6 +352,8 @@ var titles = map[string]string{
 	string(schedloop.WaitTopology):        "topology",
 	string(schedloop.WaitTaintAffinity):   "taints/affinity",
 	string(schedloop.WaitPreemption):      "preemption",
+	string(schedloop.WaitQuota):           "waiting for quota",
+	string(schedloop.WaitVolume):          "volumes",
 	string(schedloop.WaitOther):           "other",
 }
 
