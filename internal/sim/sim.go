@@ -68,7 +68,9 @@ type Outcome struct {
 	State       State
 	Start, End  time.Duration
 	Preemptions int
-	Nodes       []string
+	// Evicted counts the jobs evicted to start this one (over all its starts).
+	Evicted int
+	Nodes   []string
 	// Predicted is the run time predicted when the job arrived.
 	Predicted time.Duration
 }
@@ -133,6 +135,7 @@ type jobState struct {
 	counted bool  // queue usage holds this job
 	placed  []string
 	preempt int
+	evicted int // jobs evicted so that this one could start
 	// predicted is the run time predicted at arrival.
 	predicted time.Duration
 }
@@ -719,6 +722,7 @@ func (r *replay) preempt(js *jobState, t time.Duration) bool {
 	if best < 0 {
 		return false
 	}
+	js.evicted += len(bestVictims)
 	for _, v := range bestVictims {
 		r.stop(v)
 		v.epoch++
@@ -745,7 +749,7 @@ func (r *replay) result(states []*jobState) Result {
 	var jct, waits, hp []float64
 	var first, lastEnd time.Duration
 	for i, js := range states {
-		o := Outcome{Start: js.start, End: js.end, Preemptions: js.preempt, Predicted: js.predicted}
+		o := Outcome{Start: js.start, End: js.end, Preemptions: js.preempt, Evicted: js.evicted, Predicted: js.predicted}
 		switch js.status {
 		case finished:
 			o.State = Done

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -53,8 +54,14 @@ const (
 	// labelMarker marks the pod the driver creates after a step's changes:
 	// once the scheduler's queue has seen it, it has seen them all.
 	labelMarker = "schedloop.io/step-marker"
-	namespace   = "default"
-	ours        = "schedloop"
+	// labelFence marks the pod the driver has the scheduler try once it
+	// looks idle: the scheduler runs one cycle at a time, so when the
+	// fence's cycle begins, every earlier cycle has finished, its failure
+	// handling (preemption's choice of victims, the pod's nomination)
+	// included.
+	labelFence = "schedloop.io/step-fence"
+	namespace  = "default"
+	ours       = "schedloop"
 )
 
 // stepper is a test-only plugin: PreEnqueue holds pods back while the
@@ -62,17 +69,22 @@ const (
 // scheduling cycles begun (PreFilter, first in the profile's order) and
 // ended (PostFilter, first in its order, for a pod no node takes; Unreserve
 // for one turned away after Reserve; PostBind for one bound), so the driver
-// knows when none is in flight.
+// knows when none is in flight. A cycle that reaches PostFilter is counted
+// ended before preemption runs; postFiltered tells the driver to wait for
+// the fence pod's cycle, which begins only once preemption and the failed
+// pod's nomination are done.
 type stepper struct {
 	paused         atomic.Bool
 	started, ended atomic.Int64
+	postFiltered   atomic.Int64 // PostFilter calls, the fence pods' left out
 	handle         atomic.Pointer[fwk.Handle]
 
 	mu      sync.Mutex
 	markers map[string]bool
+	fences  map[string]bool
 }
 
-func newStepper() *stepper { return &stepper{markers: map[string]bool{}} }
+func newStepper() *stepper { return &stepper{markers: map[string]bool{}, fences: map[string]bool{}} }
 
 func (s *stepper) factory(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	s.handle.Store(&h)
@@ -88,20 +100,32 @@ func (s *stepper) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Status {
 		s.mu.Unlock()
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "step marker")
 	}
+	if _, ok := pod.Labels[labelFence]; ok {
+		return nil
+	}
 	if s.paused.Load() {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "held between steps")
 	}
 	return nil
 }
 
-func (s *stepper) PreFilter(context.Context, fwk.CycleState, *corev1.Pod, []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (s *stepper) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	s.started.Add(1)
+	if f, ok := pod.Labels[labelFence]; ok {
+		s.mu.Lock()
+		s.fences[f] = true
+		s.mu.Unlock()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "step fence")
+	}
 	return nil, nil
 }
 
 func (s *stepper) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-func (s *stepper) PostFilter(context.Context, fwk.CycleState, *corev1.Pod, fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (s *stepper) PostFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if _, ok := pod.Labels[labelFence]; !ok {
+		s.postFiltered.Add(1)
+	}
 	s.ended.Add(1)
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }
@@ -121,6 +145,12 @@ func (s *stepper) sawMarker(m string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.markers[m]
+}
+
+func (s *stepper) sawFence(f string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fences[f]
 }
 
 // schedulerConfig is the shipped configuration with the stepper added and
@@ -184,6 +214,9 @@ type liveJob struct {
 	nodes       []string
 	preemptions int
 	epoch       int
+	// preemptor: the scheduler evicted pods for a member of the job (its
+	// "Preempted" Events name the job's pod as the related object).
+	preemptor bool
 	// reason is the scheduler's message on the job's first pod at the
 	// instant the simulator started the job and the scheduler did not.
 	reason string
@@ -215,6 +248,16 @@ type driver struct {
 	// simStarts lists, per instant, the jobs the simulator started then.
 	simStarts map[time.Duration][]int
 	timing    [3]time.Duration // barrier, scheduling, observing
+	nodes     []string
+	// preemptive: the workload has more than one priority, so pods may
+	// preempt; fences and start stamps are only needed then.
+	preemptive bool
+	// fenced is the stepper's postFiltered count at the last fence.
+	fenced int64
+	fences int
+	// stuck counts steps that ended with a nominated pod no event would
+	// move (see waitQuiet).
+	stuck int
 }
 
 func newDriver(t testing.TB, sc scenario) *driver {
@@ -238,6 +281,12 @@ func newDriver(t testing.TB, sc scenario) *driver {
 		t.Fatal(err)
 	}
 	d := &driver{t: t, ctx: ctx, c: c, st: newStepper(), pl: pl, byName: map[string]int{}, simStarts: map[time.Duration][]int{}}
+	for _, n := range sc.inv.Nodes {
+		d.nodes = append(d.nodes, n.Name)
+	}
+	for _, j := range sc.jobs {
+		d.preemptive = d.preemptive || j.Priority != sc.jobs[0].Priority
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(namespace))
 	inf := factory.Core().V1().Pods().Informer()
 	touch := func(any) { d.lastEvent.Store(time.Now().UnixNano()) }
@@ -321,6 +370,24 @@ func (d *driver) run() {
 		d.timing[1] += t2.Sub(t1)
 		d.timing[2] += time.Since(t2)
 	}
+	d.markPreemptors()
+}
+
+// markPreemptors reads the scheduler's "Preempted" Events, which name the
+// victim and, as the related object, the pod it was evicted for.
+func (d *driver) markPreemptors() {
+	evs, err := d.c.Client.EventsV1().Events(namespace).List(d.ctx, metav1.ListOptions{})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.Reason != "Preempted" || e.Related == nil {
+			continue
+		}
+		if i, ok := d.jobOf(e.Related.Name); ok {
+			d.jobs[i].preemptor = true
+		}
+	}
 }
 
 func (d *driver) submit(lj *liveJob) {
@@ -367,29 +434,41 @@ func (d *driver) deletePods(lj *liveJob) {
 	}
 }
 
+// startEpoch is the wall time the virtual clock's zero is written as in a
+// pod's status.startTime: far enough back that every virtual start lies in
+// the past (a start in the future would make a pod look as if it had not
+// run at all).
+var startEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// stampStart writes the job's virtual start into its pods' startTime, once
+// the harness's node has reported them running (with the wall time).
+// DefaultPreemption prefers the node whose most important victims started
+// last, reading startTime; the simulator compares virtual starts. With
+// wall times, pods started at different instants of one lock step would
+// order by how long each step took to play, or tie within a second.
+func (d *driver) stampStart(lj *liveJob, now time.Duration) {
+	at := metav1.NewTime(startEpoch.Add(now))
+	patch := fmt.Appendf(nil, `{"status":{"startTime":%q}}`, at.UTC().Format(time.RFC3339))
+	for m := range lj.j.Members {
+		name := fmt.Sprintf("%s-%d", lj.name, m)
+		if err := wait.PollUntilContextTimeout(d.ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			p, err := d.pods.Pods(namespace).Get(name)
+			return err == nil && p.Status.StartTime != nil, nil
+		}); err != nil {
+			d.t.Fatalf("job %s: pod %s never reported running: %v", lj.j.Name, name, err)
+		}
+		if _, err := d.c.Client.CoreV1().Pods(namespace).Patch(d.ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+			d.t.Fatalf("job %s: stamp the start of %s: %v", lj.j.Name, name, err)
+		}
+	}
+}
+
 // barrier returns once the scheduler's queue has seen every change made so
 // far: the watch delivers changes in order, so once the queue saw a marker
 // pod created after them, it saw them.
 func (d *driver) barrier() {
 	d.step++
-	name := fmt.Sprintf("step-marker-%d", d.step)
-	marker := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{labelMarker: name}},
-		Spec: corev1.PodSpec{SchedulerName: ours, TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Containers: []corev1.Container{{Name: "main", Image: "marker"}}},
-	}
-	pods := d.c.Client.CoreV1().Pods(namespace)
-	if _, err := pods.Create(d.ctx, marker, metav1.CreateOptions{}); err != nil {
-		d.t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(d.ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return d.st.sawMarker(name), nil
-	}); err != nil {
-		d.t.Fatalf("scheduler queue never saw %s: %v", name, err)
-	}
-	if err := pods.Delete(d.ctx, name, *metav1.NewDeleteOptions(0)); err != nil {
-		d.t.Fatal(err)
-	}
+	d.probe(labelMarker, fmt.Sprintf("step-marker-%d", d.step), d.st.sawMarker)
 	// The scheduler's cache follows the same watch on a handler of its
 	// own; give it the moment it needs to catch up with the queue's.
 	time.Sleep(5 * time.Millisecond)
@@ -435,7 +514,19 @@ func (d *driver) activate(all bool, created []*liveJob) {
 // just after a cycle ends.
 const settle = 30 * time.Millisecond
 
-// waitQuiet returns once the scheduler has nothing left to do.
+// stuckAfter is how long a nominated pod may sit with the scheduler idle,
+// no pod changing and no victim on its way out before the driver counts it
+// stuck: its victims are gone, it was not retried, and nothing in the step
+// will move it (the simulator, too, would only retry it when something is
+// released). Preemption issues its deletions within milliseconds of the
+// nomination, far inside this.
+const stuckAfter = time.Second
+
+// waitQuiet returns once the scheduler has nothing left to do: no cycle in
+// flight or queued, no pod changing, no preemption victim on its way out,
+// no failed cycle whose preemption has not been seen through (fence), and
+// no pod waiting with a nominated node, which is in progress until it
+// binds or its nomination clears.
 func (d *driver) waitQuiet() {
 	deadline := time.Now().Add(2 * time.Minute)
 	var idleSince time.Time
@@ -448,8 +539,21 @@ func (d *driver) waitQuiet() {
 		if idleSince.IsZero() {
 			idleSince = time.Now()
 		}
-		if time.Since(idleSince) < settle || time.Since(time.Unix(0, d.lastEvent.Load())) < settle || d.podsInMotion() {
+		quietFor := time.Since(time.Unix(0, d.lastEvent.Load()))
+		if time.Since(idleSince) < settle || quietFor < settle || d.podsInMotion() {
 			continue
+		}
+		if pf := d.st.postFiltered.Load(); d.preemptive && pf != d.fenced {
+			d.fence()
+			d.fenced = pf
+			idleSince = time.Time{}
+			continue
+		}
+		if nominated := d.nominatedPending(); len(nominated) > 0 {
+			if quietFor < stuckAfter || time.Since(idleSince) < stuckAfter {
+				continue
+			}
+			d.stuck++
 		}
 		return
 	}
@@ -457,6 +561,62 @@ func (d *driver) waitQuiet() {
 		d.step, gauge(schedmetrics.ActivePods()), gauge(schedmetrics.BackoffPods()), d.st.inFlight(),
 		gauge(schedmetrics.Goroutines.WithLabelValues(schedmetrics.Binding)), gauge(schedmetrics.Goroutines.WithLabelValues("DefaultPreemption")),
 		time.Since(time.Unix(0, d.lastEvent.Load())), d.inMotion())
+}
+
+// fence has the scheduler try a pod that no node takes and returns once
+// its cycle has begun: every cycle before it, with its preemption and
+// nomination, is then over.
+func (d *driver) fence() {
+	d.fences++
+	d.probe(labelFence, fmt.Sprintf("step-fence-%d", d.fences), d.st.sawFence)
+}
+
+// probe creates a pod labelled label=name for the scheduler, waits until
+// the stepper saw it, and deletes it.
+func (d *driver) probe(label, name string, saw func(string) bool) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{label: name}},
+		Spec: corev1.PodSpec{SchedulerName: ours, TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{Name: "main", Image: "probe"}}},
+	}
+	pods := d.c.Client.CoreV1().Pods(namespace)
+	if _, err := pods.Create(d.ctx, pod, metav1.CreateOptions{}); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(d.ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return saw(name), nil
+	}); err != nil {
+		d.t.Fatalf("step %d: the scheduler never saw %s: %v", d.step, name, err)
+	}
+	if err := pods.Delete(d.ctx, name, *metav1.NewDeleteOptions(0)); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// nominatedPending lists the workload's pods the scheduler holds nominated
+// to a node and has not bound: each preempted, or is about to bind where
+// its victims were.
+func (d *driver) nominatedPending() []string {
+	h := *d.st.handle.Load()
+	var out []string
+	for _, n := range d.nodes {
+		for _, pi := range h.NominatedPodsForNode(n) {
+			if p := pi.GetPod(); p.Namespace == namespace && p.Spec.NodeName == "" {
+				out = append(out, p.Name)
+			}
+		}
+	}
+	return out
+}
+
+// jobOf maps a pod name (<job>-<member>) to its job.
+func (d *driver) jobOf(pod string) (int, bool) {
+	k := strings.LastIndexByte(pod, '-')
+	if k < 0 {
+		return 0, false
+	}
+	i, ok := d.byName[pod[:k]]
+	return i, ok
 }
 
 func (d *driver) schedulerIdle() bool {
@@ -534,6 +694,9 @@ func (d *driver) observe(now time.Duration) (requeue []int) {
 			slices.Sort(nodes)
 			lj.running, lj.started, lj.start, lj.nodes = true, true, now, nodes
 			d.push(liveEvent{at: now + lj.j.Duration, depart: true, job: i, epoch: lj.epoch})
+			if d.preemptive {
+				d.stampStart(lj, now)
+			}
 		}
 	}
 	for _, i := range d.simStarts[now] {
