@@ -82,8 +82,8 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 	for _, j := range jobs {
 		total += j.TotalGPUs()
 	}
-	say("workload: %d jobs (%d GPUs asked in all) from %s, replayed at %gx on %d nodes x %d GPUs",
-		len(jobs), total, c.tracePath, c.speed, c.nodes, c.gpus)
+	say("workload: %d jobs (%d GPUs asked in all) from %s, arrivals %gx closer than the trace's, replayed at %gx on %d nodes x %d GPUs",
+		len(jobs), total, c.tracePath, c.compress, c.speed, c.nodes, c.gpus)
 
 	s, err := c.db.Open(ctx, io.Discard)
 	if err != nil {
@@ -175,7 +175,7 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 	dashboard := "http://" + ln.Addr().String() + "/"
 	say("collector running (watcher, scraper every %v, ingest, rollups); dashboard %s", c.scrapeEvery, dashboard)
 
-	sum := Summary{Trace: c.tracePath, Speed: c.speed, Dashboard: dashboard}
+	sum := Summary{Trace: c.tracePath, Speed: c.speed, Compress: c.compress, Dashboard: dashboard}
 	d := &demoRun{c: c, s: s, cluster: cluster, col: col, say: say}
 
 	sum.Before = PhaseSummary{Phase: "before", Namespace: before, Profile: plugins.Profile.Load().Doc.Name}
@@ -207,7 +207,7 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 	}
 	for _, p := range []*PhaseSummary{&sum.Before, &sum.After} {
 		p.RoundSeconds = c.scrapeEvery.Seconds()
-		if err := readPhase(ctx, s.Pool(), p, store.DefaultIdleThreshold); err != nil {
+		if err := readPhase(ctx, s, p, store.DefaultIdleThreshold); err != nil {
 			return sum, err
 		}
 	}
@@ -276,8 +276,8 @@ func (d *demoRun) replay(ctx context.Context, p *PhaseSummary, jobs []trace.Job)
 	}
 	d.progress(p.Phase, pl.Report())
 	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		n, finished, _, _, err := phaseJobs(ctx, d.s.Pool(), p.Namespace, p.Began)
-		return err == nil && n == len(jobs) && finished == n, err
+		span, err := d.s.NamespaceJobSpan(ctx, p.Namespace, p.Began)
+		return err == nil && span.Jobs == len(jobs) && span.Finished == span.Jobs, err
 	})
 	if err != nil {
 		return fmt.Errorf("replay %s: wait for the collector to store %d finished jobs: %w", p.Phase, len(jobs), err)
@@ -306,10 +306,11 @@ func (d *demoRun) progress(phase string, r player.Report) {
 // the phase's last job ended, so the summary counts every sample of it, and
 // brings the rollups the dashboard reads up to date.
 func (d *demoRun) finishWindow(ctx context.Context, p *PhaseSummary) error {
-	_, _, from, to, err := phaseJobs(ctx, d.s.Pool(), p.Namespace, p.Began)
+	span, err := d.s.NamespaceJobSpan(ctx, p.Namespace, p.Began)
 	if err != nil {
 		return err
 	}
+	from, to := span.From, span.To
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, err := d.s.CountGPUSamples(ctx, to.Add(time.Second), to.Add(time.Hour))
 		return n > 0, err

@@ -36,6 +36,8 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-speed", "-1"}, "flag -speed"},
 		{[]string{"-publish", "sometimes"}, `flag -publish: "sometimes"`},
 		{[]string{"-high-priority-every", "0"}, "flag -high-priority-every"},
+		{[]string{"-compress", "0.5"}, "flag -compress: 0.5"},
+		{[]string{"-knobs", "weights,colour"}, `flag -knobs: knob "colour" is unknown`},
 		{[]string{"extra"}, "unexpected arguments: extra"},
 	} {
 		var out, errOut bytes.Buffer

@@ -11,71 +11,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/schedloop/schedloop/internal/store"
 )
 
-// The demo's read-back queries. Each phase is one namespace; its jobs are
-// those created in it since the phase began. Its GPU window is every whole
-// minute from its first job's creation to its last job's end.
-
-// phaseJobsSQL counts a phase's jobs and how many the collector has seen
-// finish, and bounds the phase: first creation to last end. $1 namespace,
-// $2 phase start.
-const phaseJobsSQL = `
-SELECT count(*), count(finished_at), coalesce(min(created_at), $2), coalesce(max(finished_at), $2)
-FROM jobs WHERE namespace = $1 AND created_at >= $2`
-
-// phaseJCTSQL: mean JCT of the phase's finished jobs and the p95 queueing
-// time of its high-priority ones, from the job_jct view (JCT = queueing +
-// running). A job's priority is the highest of its row and its pods' (the
-// job row can miss the priority its pods were admitted with). $1 namespace,
-// $2 phase start, $3 high priority.
-const phaseJCTSQL = `
-SELECT count(*),
-       coalesce(avg(j.jct_seconds), 0),
-       count(*) FILTER (WHERE pr.priority >= $3),
-       coalesce(percentile_disc(0.95) WITHIN GROUP (ORDER BY j.queue_seconds) FILTER (WHERE pr.priority >= $3), 0)
-FROM job_jct j
-CROSS JOIN LATERAL (
-    SELECT greatest(j.priority, coalesce(max(p.priority), j.priority)) AS priority FROM pods p WHERE p.job_uid = j.uid
-) pr
-WHERE j.namespace = $1 AND j.created_at >= $2 AND j.finished_at IS NOT NULL`
-
-// idleSamplesSQL labels the GPU samples of [$1, $2) with the categories of
-// the collector's rollups (store.RollupStates): held and active (engine
-// activity or utilisation at least $3) is busy, held and below it is
-// allocated_idle, free while GPU demand waited is unallocated_waiting (the
-// first ceil(pending GPUs) free GPUs by UUID, so one waiting pod does not
-// make a hundred free GPUs wasted), otherwise spare. The rollups work per
-// minute; a replay at hundreds of times real speed puts hours of trace into
-// one minute, so the demo applies the same rules to each scrape round
-// ($4 seconds) instead.
-const idleSamplesSQL = `
-WITH rounds AS (
-    SELECT to_timestamp(floor(extract(epoch FROM ts) / $4) * $4) AS round, gpu_uuid,
-           bool_or(pod_name <> '') AS held,
-           max(greatest(gr_engine_active, gpu_util / 100)) AS activity
-    FROM gpu_samples
-    WHERE ts >= $1 AND ts < $2
-    GROUP BY 1, 2
-), demand AS (
-    SELECT r.round,
-           coalesce(sum(CASE WHEN p.gpu_milli > 0 AND p.gpu_milli < 1000 THEN p.gpu_milli / 1000.0 ELSE p.gpus END), 0) AS pending
-    FROM (SELECT DISTINCT round FROM rounds) r
-    LEFT JOIN pods p ON p.gpus > 0 AND p.created_at <= r.round
-         AND coalesce(p.scheduled_at, p.finished_at, 'infinity') > r.round
-    GROUP BY r.round
-)
-SELECT count(*) FILTER (WHERE state IN ('allocated_idle', 'unallocated_waiting')), count(*)
-FROM (
-    SELECT CASE
-             WHEN r.held AND r.activity >= $3 THEN 'busy'
-             WHEN r.held THEN 'allocated_idle'
-             WHEN row_number() OVER (PARTITION BY r.round, r.held ORDER BY r.gpu_uuid) <= ceil(d.pending) THEN 'unallocated_waiting'
-             ELSE 'spare'
-           END AS state
-    FROM rounds r JOIN demand d USING (round)
-) labelled`
+// Each phase is one namespace; its jobs are those created in it since the
+// phase began, and its GPU window is the span from its first job's creation
+// to its last job's end. The store reads both (store.NamespaceJobSpan,
+// NamespaceJCT, IdleSamplesByRound).
 
 // PhaseSummary is one replay's figures, all read from Postgres.
 type PhaseSummary struct {
@@ -99,7 +41,11 @@ type PhaseSummary struct {
 	IdleGPUSamples int64   `json:"idleGpuSamples"`
 	GPUIdleShare   float64 `json:"gpuIdleShare"`
 
-	MeanJCTSeconds             float64 `json:"meanJctSeconds"`
+	MeanJCTSeconds float64 `json:"meanJctSeconds"`
+	// MeanQueueSeconds is the mean of created to admitted (else first
+	// bound); QueueShare is it over MeanJCTSeconds.
+	MeanQueueSeconds           float64 `json:"meanQueueSeconds"`
+	QueueShare                 float64 `json:"queueShare"`
 	HighPriorityJobs           int     `json:"highPriorityJobs"`
 	HighPriorityP95WaitSeconds float64 `json:"highPriorityP95WaitSeconds"`
 }
@@ -108,6 +54,8 @@ type PhaseSummary struct {
 type Summary struct {
 	Trace string  `json:"trace"`
 	Speed float64 `json:"speed"`
+	// Compress is how much closer together arrivals came than in the trace.
+	Compress float64 `json:"compress"`
 	// Published: the tuned profile reached the scheduler; Accepted: the
 	// tuner's guardrails would have published it on their own.
 	Published bool         `json:"published"`
@@ -122,35 +70,22 @@ type Summary struct {
 	Predicted map[string]float64 `json:"predicted,omitempty"`
 }
 
-// phaseJobs reads how many of a phase's jobs the collector stored and has
-// seen finish, and the phase's GPU window.
-func phaseJobs(ctx context.Context, pool *pgxpool.Pool, namespace string, began time.Time) (jobs, finished int, from, to time.Time, err error) {
-	err = pool.QueryRow(ctx, phaseJobsSQL, namespace, began).Scan(&jobs, &finished, &from, &to)
-	if err != nil {
-		err = fmt.Errorf("read jobs of %s: %w", namespace, err)
-	}
-	return jobs, finished, from, to, err
-}
-
-// idleSamples counts idle and all GPU samples in [from, to), by scrape round.
-func idleSamples(ctx context.Context, pool *pgxpool.Pool, from, to time.Time, threshold, round float64) (idle, total int64, err error) {
-	if err := pool.QueryRow(ctx, idleSamplesSQL, from, to, threshold, round).Scan(&idle, &total); err != nil {
-		return 0, 0, fmt.Errorf("read GPU samples %s..%s: %w", from.Format(time.TimeOnly), to.Format(time.TimeOnly), err)
-	}
-	return idle, total, nil
-}
-
 // readPhase fills a phase's figures from the database.
-func readPhase(ctx context.Context, pool *pgxpool.Pool, p *PhaseSummary, threshold float64) error {
-	var err error
-	if p.Jobs, _, p.WindowFrom, p.WindowTo, err = phaseJobs(ctx, pool, p.Namespace, p.Began); err != nil {
+func readPhase(ctx context.Context, s *store.Store, p *PhaseSummary, threshold float64) error {
+	span, err := s.NamespaceJobSpan(ctx, p.Namespace, p.Began)
+	if err != nil {
 		return err
 	}
-	if err := pool.QueryRow(ctx, phaseJCTSQL, p.Namespace, p.Began, HighPriority).
-		Scan(&p.FinishedJobs, &p.MeanJCTSeconds, &p.HighPriorityJobs, &p.HighPriorityP95WaitSeconds); err != nil {
-		return fmt.Errorf("read JCT of %s: %w", p.Namespace, err)
+	p.Jobs, p.WindowFrom, p.WindowTo = span.Jobs, span.From, span.To
+	jct, err := s.NamespaceJCT(ctx, p.Namespace, p.Began, HighPriority)
+	if err != nil {
+		return err
 	}
-	if p.IdleGPUSamples, p.GPUSamples, err = idleSamples(ctx, pool, p.WindowFrom, p.WindowTo, threshold, p.RoundSeconds); err != nil {
+	p.FinishedJobs, p.MeanJCTSeconds, p.MeanQueueSeconds = jct.Finished, jct.MeanJCTSeconds, jct.MeanQueueSeconds
+	p.QueueShare = jct.QueueShare()
+	p.HighPriorityJobs, p.HighPriorityP95WaitSeconds = jct.HighPriorityJobs, jct.HighPriorityP95WaitSeconds
+	round := time.Duration(p.RoundSeconds * float64(time.Second))
+	if p.IdleGPUSamples, p.GPUSamples, err = s.IdleSamplesByRound(ctx, p.WindowFrom, p.WindowTo, threshold, round); err != nil {
 		return err
 	}
 	if p.GPUSamples > 0 {
@@ -171,6 +106,8 @@ func (s Summary) print(w io.Writer) {
 		s.predicted("gpu_idle_share", func(before, after float64) string { return fmt.Sprintf("%+.1f pts", 100*(after-before)) }))
 	fmt.Fprintf(tw, "mean JCT\t%s\t%s\t%s\t%s\n", s.seconds(b.MeanJCTSeconds), s.seconds(a.MeanJCTSeconds),
 		change(b.MeanJCTSeconds, a.MeanJCTSeconds), s.predicted("mean_jct_s", change))
+	fmt.Fprintf(tw, "mean queueing (share of JCT)\t%s (%.0f%%)\t%s (%.0f%%)\t%s\t\n", s.seconds(b.MeanQueueSeconds), 100*b.QueueShare,
+		s.seconds(a.MeanQueueSeconds), 100*a.QueueShare, change(b.MeanQueueSeconds, a.MeanQueueSeconds))
 	fmt.Fprintf(tw, "high-priority p95 wait\t%s\t%s\t%s\t%s\n", s.seconds(b.HighPriorityP95WaitSeconds), s.seconds(a.HighPriorityP95WaitSeconds),
 		change(b.HighPriorityP95WaitSeconds, a.HighPriorityP95WaitSeconds), s.predicted("p95_high_priority_wait_s", change))
 	fmt.Fprintf(tw, "jobs finished (high priority)\t%d/%d (%d)\t%d/%d (%d)\t\t\n", b.FinishedJobs, b.Jobs, b.HighPriorityJobs, a.FinishedJobs, a.Jobs, a.HighPriorityJobs)
@@ -183,7 +120,7 @@ func (s Summary) print(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "the tuner published its profile: %s\n", s.Reason)
 	}
-	fmt.Fprintf(w, "both replays: the same %d jobs from %s; dashboard %s\n", b.Jobs, s.Trace, s.Dashboard)
+	fmt.Fprintf(w, "both replays: the same %d jobs from %s, arrivals %gx closer than the trace's; dashboard %s\n", b.Jobs, s.Trace, s.Compress, s.Dashboard)
 	if s.Predicted != nil {
 		fmt.Fprintln(w, "predicted: the tuner's replays of the held-out (later 30%) jobs, current profile against the published one")
 	}

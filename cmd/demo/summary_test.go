@@ -27,15 +27,15 @@ func TestChange(t *testing.T) {
 // the replays measured, and stays empty without a published profile.
 func TestSummaryPrintsPredictions(t *testing.T) {
 	s := Summary{Speed: 400, Published: true, Accepted: true, Reason: "held-out gain 12.8%",
-		Before: PhaseSummary{Profile: "stock", GPUIdleShare: 0.011, MeanJCTSeconds: 5.9},
-		After:  PhaseSummary{Profile: "tuned", GPUIdleShare: 0, MeanJCTSeconds: 5.8},
+		Before: PhaseSummary{Profile: "stock", GPUIdleShare: 0.011, MeanJCTSeconds: 5.9, MeanQueueSeconds: 3, QueueShare: 3 / 5.9},
+		After:  PhaseSummary{Profile: "tuned", GPUIdleShare: 0, MeanJCTSeconds: 5.8, MeanQueueSeconds: 1.5, QueueShare: 1.5 / 5.8},
 		Predicted: map[string]float64{"gain": 0.128, "gpu_idle_share": 0.002, "baseline_gpu_idle_share": 0.012,
 			"mean_jct_s": 5.0, "baseline_mean_jct_s": 6.0}}
 	var out strings.Builder
 	s.print(&out)
 	// Columns are padded: compare with runs of spaces collapsed.
 	flat := strings.Join(strings.Fields(out.String()), " ")
-	for _, want := range []string{"change predicted GPU idle share", "-1.1 pts -1.0 pts mean JCT", "-1.7% -16.7% high-priority", "held-out (later 30%) jobs"} {
+	for _, want := range []string{"change predicted GPU idle share", "-1.1 pts -1.0 pts mean JCT", "-1.7% -16.7% mean queueing (share of JCT) 3.0 s [20m] (51%) 1.5 s [10m] (26%) -50.0% high-priority", "held-out (later 30%) jobs"} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}

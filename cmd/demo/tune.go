@@ -38,7 +38,7 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 	if err != nil {
 		return tuneResult{}, err
 	}
-	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles", len(w.Jobs), len(w.Cluster.Nodes))
+	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles, changing %s", len(w.Jobs), len(w.Cluster.Nodes), knobs(c.knobs))
 	g := tuner.DefaultGuardrails()
 	g.Margin = c.margin
 	name := "demo-tuned-" + now.UTC().Format("20060102-150405")
@@ -47,7 +47,7 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 		// The history is in wall time, compressed by the replay speed, so
 		// the arrival jitter is too. Seed 0: derived from the history.
 		Replays:         tuner.Replays{Count: c.replays, Jitter: time.Duration(float64(10*time.Minute) / c.speed)},
-		HoldoutFraction: 0.3, Rounds: c.rounds, MinGain: 0.002,
+		HoldoutFraction: 0.3, Rounds: c.rounds, MinGain: 0.002, Knobs: c.knobs,
 		Base: sim.Config{Preemption: true, HighPriority: HighPriority},
 	})
 	if err != nil {
@@ -80,6 +80,13 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 	}
 	res.published = true
 	return res, nil
+}
+
+func knobs(k []tuner.Knob) string {
+	if len(k) == 0 {
+		return "every field"
+	}
+	return "only " + tuner.KnobList(k)
 }
 
 // sayWriter prints what the lifecycle reports as the demo's tuner lines.

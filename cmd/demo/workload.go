@@ -16,8 +16,9 @@ const HighPriority = 1
 
 // loadWorkload reads the trace and cuts the slice both phases replay:
 //   - jobs sorted by arrival; the first -skip left out, the next -jobs kept;
-//   - arrivals shifted to start at zero, and any gap between consecutive
-//     arrivals longer than -max-gap shortened to it;
+//   - arrivals shifted to start at zero, any gap between consecutive
+//     arrivals longer than -max-gap shortened to it, and every gap then
+//     divided by -compress;
 //   - run times capped at -max-duration;
 //   - every -high-priority-every'th job (1-based) at priority HighPriority.
 //
@@ -48,7 +49,7 @@ func sliceJobs(all []trace.Job, c config) ([]trace.Job, error) {
 	for i := range jobs {
 		gap := jobs[i].Arrival - prev
 		prev = jobs[i].Arrival
-		at += min(gap, c.maxGap)
+		at += time.Duration(float64(min(gap, c.maxGap)) / c.compress)
 		jobs[i].Arrival = at
 		jobs[i].Duration = min(jobs[i].Duration, c.maxDur)
 		if (i+1)%c.highEvery == 0 {

@@ -40,6 +40,9 @@ type Inputs struct {
 	HoldoutFraction float64    `json:"holdoutFraction"`
 	Rounds          int        `json:"rounds"`
 	MinGain         float64    `json:"minGain"`
+	// Knobs are the parameters the search could move (none listed: every
+	// one).
+	Knobs []Knob `json:"knobs,omitempty"`
 	// The replay settings that are not tuned (sim.Config's).
 	Preemption               bool  `json:"preemption"`
 	HighPriority             int32 `json:"highPriority"`

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/schedloop/schedloop/internal/scoring"
@@ -27,8 +28,55 @@ type SearchOptions struct {
 	// MinGain is the relative gain a move needs on the training replays to
 	// be kept (it guards against chasing noise).
 	MinGain float64
+	// Knobs are the parameters the search may move; empty means every one.
+	// A scheduler that applies only some of a profile's fields live is
+	// tuned on those alone, so what the replays promise is what it does.
+	Knobs []Knob
 	// Progress, when set, hears about each evaluation.
 	Progress func(done, total int, best float64)
+}
+
+// Knob names a group of profile parameters the search moves together.
+type Knob string
+
+const (
+	KnobWeights         Knob = "weights"
+	KnobQueues          Knob = "queues"
+	KnobGangTimeout     Knob = "gangTimeout"
+	KnobOrder           Knob = "order"
+	KnobStarvationBound Knob = "starvationBound"
+	KnobReservation     Knob = "reservation"
+	KnobPreemption      Knob = "preemption"
+)
+
+// Knobs lists every knob.
+var Knobs = []Knob{KnobWeights, KnobQueues, KnobGangTimeout, KnobOrder, KnobStarvationBound, KnobReservation, KnobPreemption}
+
+// KnobList joins knobs' names with commas.
+func KnobList(knobs []Knob) string {
+	names := make([]string, len(knobs))
+	for i, k := range knobs {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ",")
+}
+
+// ParseKnobs reads a comma-separated list of knobs ("" is every one).
+func ParseKnobs(s string) ([]Knob, error) {
+	var out []Knob
+	for _, f := range strings.Split(s, ",") {
+		k := Knob(strings.TrimSpace(f))
+		if k == "" {
+			continue
+		}
+		if !slices.Contains(Knobs, k) {
+			return nil, fmt.Errorf("knob %q is unknown (known: %s)", k, KnobList(Knobs))
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }
 
 // Step is one tried move.
@@ -51,7 +99,7 @@ func Search(ctx context.Context, e *Evaluator, start Candidate, o SearchOptions)
 	}
 	seen := map[string]bool{best.Key(): true}
 	var steps []Step
-	done, total := 1, 1+o.Rounds*movesPerRound(start)
+	done, total := 1, 1+o.Rounds*len(moves(best, o.Bounds, 1, o.Knobs))
 	report := func(g float64) {
 		if o.Progress != nil {
 			o.Progress(done, total, g)
@@ -60,7 +108,7 @@ func Search(ctx context.Context, e *Evaluator, start Candidate, o SearchOptions)
 	report(0)
 	for round := 0; round < o.Rounds; round++ {
 		scale := math.Pow(0.5, float64(round))
-		for _, mv := range moves(best, o.Bounds, scale) {
+		for _, mv := range moves(best, o.Bounds, scale, o.Knobs) {
 			cand := o.Bounds.Clamp(start, mv.apply(best))
 			done++
 			if seen[cand.Key()] {
@@ -90,27 +138,34 @@ func Search(ctx context.Context, e *Evaluator, start Candidate, o SearchOptions)
 }
 
 type move struct {
+	knob  Knob
 	name  string
 	apply func(Candidate) Candidate
 }
 
-func movesPerRound(c Candidate) int {
-	limited := 0
-	for _, q := range c.Queues {
-		if q.MaxGPUs > 0 {
-			limited++
+// moves lists the moves of one round from c, those of knobs only when
+// knobs is not empty.
+func moves(c Candidate, b Bounds, scale float64, knobs []Knob) []move {
+	all := allMoves(c, b, scale)
+	if len(knobs) == 0 {
+		return all
+	}
+	out := all[:0]
+	for _, mv := range all {
+		if slices.Contains(knobs, mv.knob) {
+			out = append(out, mv)
 		}
 	}
-	return 2*len(scoring.Terms) + 2*limited + 2 + len(policyMoves(c, 1))
+	return out
 }
 
-func moves(c Candidate, b Bounds, scale float64) []move {
+func allMoves(c Candidate, b Bounds, scale float64) []move {
 	var out []move
 	dw := math.Max(1, math.Round(b.MaxWeightDelta/2*scale))
 	for _, t := range scoring.Terms {
 		for _, sign := range []float64{+1, -1} {
 			d := sign * dw
-			out = append(out, move{fmt.Sprintf("weights.%s %+g", t, d), func(c Candidate) Candidate {
+			out = append(out, move{KnobWeights, fmt.Sprintf("weights.%s %+g", t, d), func(c Candidate) Candidate {
 				n := c.Clone()
 				if n.Weights == nil {
 					n.Weights = scoring.Weights{}
@@ -126,7 +181,7 @@ func moves(c Candidate, b Bounds, scale float64) []move {
 		}
 		for _, sign := range []float64{+1, -1} {
 			f := 1 + sign*b.MaxQueueChange/2*scale
-			out = append(out, move{fmt.Sprintf("queues.%s.maxGPUs x%.2f", q, f), func(c Candidate) Candidate {
+			out = append(out, move{KnobQueues, fmt.Sprintf("queues.%s.maxGPUs x%.2f", q, f), func(c Candidate) Candidate {
 				n := c.Clone()
 				lim := n.Queues[q]
 				lim.MaxGPUs = max(1, int(math.Round(float64(lim.MaxGPUs)*f)))
@@ -138,12 +193,12 @@ func moves(c Candidate, b Bounds, scale float64) []move {
 	grow, shrink := 1+scale, 1/(1+scale)
 	eff := c.EffectiveGangTimeout()
 	out = append(out,
-		move{fmt.Sprintf("gangTimeout x%.2f", grow), func(c Candidate) Candidate {
+		move{KnobGangTimeout, fmt.Sprintf("gangTimeout x%.2f", grow), func(c Candidate) Candidate {
 			n := c.Clone()
 			n.GangTimeout = min(time.Duration(float64(eff)*grow), scoring.MaxGangTimeout).Round(time.Second)
 			return n
 		}},
-		move{fmt.Sprintf("gangTimeout x%.2f", shrink), func(c Candidate) Candidate {
+		move{KnobGangTimeout, fmt.Sprintf("gangTimeout x%.2f", shrink), func(c Candidate) Candidate {
 			n := c.Clone()
 			n.GangTimeout = max(time.Duration(float64(eff)*shrink), MinGangTimeout).Round(time.Second)
 			return n
@@ -170,17 +225,17 @@ func policyMoves(c Candidate, scale float64) []move {
 		if o == c.EffectiveOrder() {
 			continue
 		}
-		out = append(out, move{"order " + string(o), func(c Candidate) Candidate {
+		out = append(out, move{KnobOrder, "order " + string(o), func(c Candidate) Candidate {
 			n := c.Clone()
 			n.Order = o
 			return n
 		}})
 	}
-	dur := func(name string, get func(*Candidate) *time.Duration, start time.Duration) {
+	dur := func(knob Knob, name string, get func(*Candidate) *time.Duration, start time.Duration) {
 		cur := *get(&c)
 		if cur == 0 {
 			// From off there is one way: on, at the starting point.
-			out = append(out, move{fmt.Sprintf("%s %s", name, start), func(c Candidate) Candidate {
+			out = append(out, move{knob, fmt.Sprintf("%s %s", name, start), func(c Candidate) Candidate {
 				n := c.Clone()
 				*get(&n) = start
 				return n
@@ -189,32 +244,32 @@ func policyMoves(c Candidate, scale float64) []move {
 		}
 		for _, f := range []float64{1 + scale, 1 / (1 + scale)} {
 			next := min(time.Duration(float64(cur)*f), scoring.MaxPolicyDuration).Round(time.Second)
-			out = append(out, move{fmt.Sprintf("%s %s", name, next), func(c Candidate) Candidate {
+			out = append(out, move{knob, fmt.Sprintf("%s %s", name, next), func(c Candidate) Candidate {
 				n := c.Clone()
 				*get(&n) = next
 				return n
 			}})
 		}
-		out = append(out, move{name + " off", func(c Candidate) Candidate {
+		out = append(out, move{knob, name + " off", func(c Candidate) Candidate {
 			n := c.Clone()
 			*get(&n) = 0
 			return n
 		}})
 	}
-	dur("starvationBound", func(c *Candidate) *time.Duration { return &c.StarvationBound }, startStarvationBound)
-	dur("preemption.minRunTime", func(c *Candidate) *time.Duration { return &c.PreemptMinRunTime }, startPreemptMinRunTime)
+	dur(KnobStarvationBound, "starvationBound", func(c *Candidate) *time.Duration { return &c.StarvationBound }, startStarvationBound)
+	dur(KnobPreemption, "preemption.minRunTime", func(c *Candidate) *time.Duration { return &c.PreemptMinRunTime }, startPreemptMinRunTime)
 	if !c.Reservation {
-		return append(out, move{"reservation on", func(c Candidate) Candidate {
+		return append(out, move{KnobReservation, "reservation on", func(c Candidate) Candidate {
 			n := c.Clone()
 			n.Reservation = true
 			return n
 		}})
 	}
-	out = append(out, move{"reservation off", func(c Candidate) Candidate {
+	out = append(out, move{KnobReservation, "reservation off", func(c Candidate) Candidate {
 		n := c.Clone()
 		n.Reservation, n.ReservationThreshold = false, 0
 		return n
 	}})
-	dur("reservation.threshold", func(c *Candidate) *time.Duration { return &c.ReservationThreshold }, startReservationThreshold)
+	dur(KnobReservation, "reservation.threshold", func(c *Candidate) *time.Duration { return &c.ReservationThreshold }, startReservationThreshold)
 	return out
 }

@@ -30,6 +30,9 @@ type Input struct {
 	HoldoutFraction float64
 	Rounds          int
 	MinGain         float64
+	// Knobs are the parameters the search may move (SearchOptions.Knobs);
+	// empty means every one.
+	Knobs []Knob
 	// Base carries replay settings that are not tuned.
 	Base     sim.Config
 	Progress func(done, total int, best float64)
@@ -83,7 +86,7 @@ func Tune(ctx context.Context, in Input) (Report, error) {
 	cur := FromDocument(in.Current)
 	te := NewEvaluator(Workload{Cluster: in.Workload.Cluster, Jobs: train}, in.Replays, in.Base)
 	best, bestEval, steps, err := Search(ctx, te, cur, SearchOptions{Objective: in.Objective, Bounds: in.Guard.Bounds,
-		Rounds: in.Rounds, MinGain: in.MinGain, Progress: in.Progress})
+		Rounds: in.Rounds, MinGain: in.MinGain, Knobs: in.Knobs, Progress: in.Progress})
 	if err != nil {
 		return Report{}, fmt.Errorf("search: %w", err)
 	}
@@ -121,7 +124,7 @@ func (in Input) inputs() Inputs {
 	x := Inputs{Seed: r.Seed, Replays: r.Count, JitterS: r.Jitter.Seconds(), Source: in.Source,
 		Jobs: len(in.Workload.Jobs), JobsHash: HashJobs(in.Workload.Jobs), Nodes: len(in.Workload.Cluster.Nodes),
 		InventoryHash: HashCluster(in.Workload.Cluster), Objective: in.Objective.String(), Guardrails: in.Guard,
-		HoldoutFraction: in.HoldoutFraction, Rounds: in.Rounds, MinGain: in.MinGain, Preemption: in.Base.Preemption,
+		HoldoutFraction: in.HoldoutFraction, Rounds: in.Rounds, MinGain: in.MinGain, Knobs: in.Knobs, Preemption: in.Base.Preemption,
 		HighPriority: in.Base.HighPriority, PercentageOfNodesToScore: in.Base.PercentageOfNodesToScore, Version: Version()}
 	if x.Seed == 0 {
 		x.Seed, x.SeedDerived = DeriveSeed(x.JobsHash, x.InventoryHash), true

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -293,7 +294,7 @@ func TestGuardrailBlocksAWorseHeadlineNumber(t *testing.T) {
 func TestGangTimeoutMovesFromTheTimeoutLiveMeans(t *testing.T) {
 	from := Candidate{scoring.DefaultParams()}
 	var grew, shrank bool
-	for _, mv := range moves(from, DefaultBounds(), 1) {
+	for _, mv := range moves(from, DefaultBounds(), 1, nil) {
 		if !strings.HasPrefix(mv.name, "gangTimeout") {
 			continue
 		}
@@ -309,5 +310,60 @@ func TestGangTimeoutMovesFromTheTimeoutLiveMeans(t *testing.T) {
 	}
 	if !grew || !shrank {
 		t.Errorf("moves from a zero gang timeout: grew %v, shrank %v; want both", grew, shrank)
+	}
+}
+
+// A search limited to some knobs tries moves of those alone, and every knob
+// has moves of its own.
+func TestKnobsLimitTheMoves(t *testing.T) {
+	from := Candidate{scoring.DefaultParams()}
+	from.Queues = map[string]scoring.QueueLimit{"a": {MaxGPUs: 8}}
+	from.Reservation = true
+	seen := map[Knob]int{}
+	for _, mv := range moves(from, DefaultBounds(), 1, nil) {
+		seen[mv.knob]++
+	}
+	for _, k := range Knobs {
+		if seen[k] == 0 {
+			t.Errorf("no move of knob %s", k)
+		}
+	}
+	only := []Knob{KnobWeights, KnobGangTimeout}
+	got := moves(from, DefaultBounds(), 1, only)
+	if len(got) != seen[KnobWeights]+seen[KnobGangTimeout] {
+		t.Errorf("%d moves limited to %v, want %d", len(got), only, seen[KnobWeights]+seen[KnobGangTimeout])
+	}
+	for _, mv := range got {
+		if !slices.Contains(only, mv.knob) {
+			t.Errorf("move %q of knob %s tried, limited to %v", mv.name, mv.knob, only)
+		}
+	}
+}
+
+func TestParseKnobs(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []Knob
+		err  string
+	}{
+		{"", nil, ""},
+		{"weights, queues,weights", []Knob{KnobWeights, KnobQueues}, ""},
+		{"weights,order,", []Knob{KnobWeights, KnobOrder}, ""},
+		{"weights,colour", nil, `knob "colour" is unknown`},
+	}
+	for _, tc := range tests {
+		got, err := ParseKnobs(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseKnobs(%q) error = %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseKnobs(%q) = %v, %v, want %v", tc.in, got, err, tc.want)
+		}
+	}
+	if KnobList(Knobs) != "weights,queues,gangTimeout,order,starvationBound,reservation,preemption" {
+		t.Errorf("KnobList = %q", KnobList(Knobs))
 	}
 }

@@ -24,7 +24,7 @@ func InputFromReport(r Report, w Workload) (Input, error) {
 	}
 	in := Input{Workload: w, Current: r.Current, Name: r.Name, Objective: o, Guard: x.Guardrails, Source: x.Source,
 		Replays:         Replays{Count: x.Replays, Jitter: time.Duration(x.JitterS * float64(time.Second)), Seed: x.Seed},
-		HoldoutFraction: x.HoldoutFraction, Rounds: x.Rounds, MinGain: x.MinGain}
+		HoldoutFraction: x.HoldoutFraction, Rounds: x.Rounds, MinGain: x.MinGain, Knobs: x.Knobs}
 	in.Base.Preemption, in.Base.HighPriority, in.Base.PercentageOfNodesToScore = x.Preemption, x.HighPriority, x.PercentageOfNodesToScore
 	return in, nil
 }
