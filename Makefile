@@ -39,7 +39,7 @@ lint: ## gofmt and go vet
 bench: postgres ## run the benchmarks and print each headline figure as `BENCH <name> <value> <unit>`
 	@# Benchmarks report headline metrics as "<name>@<unit>"; benchreport prints
 	@# the median of each as a BENCH line (raw output goes to stderr).
-	$(GO) test -run '^$$' -bench '^BenchmarkBulkIngest$$' -benchtime 3x -count 5 ./internal/store/ | $(GO) run ./scripts/benchreport
+	$(GO) test -run '^$$' -bench '^(BenchmarkBulkIngest|BenchmarkOnceIngest)$$' -benchtime 3x -count 5 ./internal/store/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkScrapeRound$$' -benchtime 400x -count 5 ./internal/dcgm/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkParseOpenMetricsVsText$$' -benchtime 20x -count 5 ./internal/dcgm/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkCollectorCoresPer100kGPUs$$' -benchtime 1x -count 3 ./internal/collector/ | $(GO) run ./scripts/benchreport

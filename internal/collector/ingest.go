@@ -2,6 +2,8 @@ package collector
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,10 +51,39 @@ func (b sampleBatch) flat() []schedloop.GPUSample {
 
 // OnceWriter stores a batch at most once under an id, recording the id in
 // the same transaction; *store.Store is one. When the SampleWriter is also a
-// OnceWriter, spooled batches go through it, so a spool file that survives a
-// crash after its COPY is not stored twice.
+// OnceWriter, every batch goes through it under an id that stays with the
+// batch through retries, splits and the spool: a COPY that committed but
+// whose acknowledgement was lost (the connection dropped after COMMIT), or a
+// spool file that outlived its COPY in a crash, is recognised when sent
+// again and not stored twice.
 type OnceWriter interface {
-	CopyGPUSamplesOnce(ctx context.Context, batchID string, samples []schedloop.GPUSample) (stored bool, err error)
+	CopyGPUSampleChunksOnce(ctx context.Context, batchID string, chunks [][]schedloop.GPUSample) (stored bool, err error)
+}
+
+// piece is a batch with the id it is stored under (empty when the writer
+// is not a OnceWriter).
+type piece struct {
+	id    string
+	batch sampleBatch
+}
+
+func piecesLen(ps []piece) int {
+	n := 0
+	for _, p := range ps {
+		n += p.batch.len()
+	}
+	return n
+}
+
+// newBatchID names a batch taken from memory: random, so that ids never
+// repeat across replicas and restarts.
+func newBatchID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand does not fail on supported platforms (Go 1.24+).
+		panic(err)
+	}
+	return "batch/" + hex.EncodeToString(b[:])
 }
 
 // Defaults of IngestOptions.
@@ -121,6 +152,9 @@ type Ingester struct {
 
 	mu       sync.Mutex
 	queue    [][]schedloop.GPUSample // oldest first
+	// retry holds pieces a writer gave back unstored when it stopped; the
+	// exit drain sends them first, under their ids.
+	retry []piece
 	buffered int                     // samples in queue plus in flight
 	oldest   time.Time               // oldest sample not yet written (approximate: per chunk)
 	// flushing makes writers take partial batches until the queue is empty.
@@ -256,7 +290,7 @@ func (in *Ingester) Add(samples []schedloop.GPUSample) {
 		in.queue = in.queue[1:]
 		in.buffered -= len(chunk)
 		in.mu.Unlock()
-		err := in.spool.put(chunk)
+		err := in.spool.put("", chunk)
 		in.mu.Lock()
 		if err != nil {
 			// Put it back: the new samples are the ones dropped.
@@ -272,7 +306,7 @@ func (in *Ingester) Add(samples []schedloop.GPUSample) {
 	if in.buffered+len(samples) > in.opts.BufferSamples && in.spool != nil {
 		// Everything in memory is in flight: the new samples go to disk.
 		in.mu.Unlock()
-		err := in.spool.put(samples)
+		err := in.spool.put("", samples)
 		if err == nil {
 			in.m.Spooled.Add(float64(len(samples)))
 			return
@@ -313,20 +347,26 @@ func (in *Ingester) Flush() {
 	}
 }
 
-// take removes up to BatchSamples queued samples, whole chunks first.
-func (in *Ingester) take(force bool) sampleBatch {
+// take removes up to BatchSamples queued samples, whole chunks first, and
+// names them; a piece given back is taken first, as it was.
+func (in *Ingester) take(force bool) piece {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if len(in.retry) > 0 {
+		p := in.retry[0]
+		in.retry = in.retry[1:]
+		return p
+	}
 	queued := 0
 	for _, c := range in.queue {
 		queued += len(c)
 	}
 	if queued == 0 {
 		in.flushing = false
-		return nil
+		return piece{}
 	}
 	if !force && !in.flushing && queued < in.opts.BatchSamples {
-		return nil
+		return piece{}
 	}
 	var batch sampleBatch
 	room := in.opts.BatchSamples
@@ -343,14 +383,20 @@ func (in *Ingester) take(force bool) sampleBatch {
 		in.queue = in.queue[1:]
 	}
 	// The batch is in flight and still the oldest: oldest moves on in done.
-	return batch
+	p := piece{batch: batch}
+	if _, ok := in.w.(OnceWriter); ok {
+		p.id = newBatchID()
+	}
+	return p
 }
 
-// giveBack returns an unwritten batch to the front of the queue.
-func (in *Ingester) giveBack(batch sampleBatch) {
+// giveBack keeps unwritten pieces, ids and all, to be taken first: sent
+// again under another id, or merged into another batch, a piece whose COPY
+// committed unacknowledged would be stored twice.
+func (in *Ingester) giveBack(rest []piece) {
 	in.mu.Lock()
-	in.queue = append(slices.Clone(batch), in.queue...)
-	in.oldest = batch[0][0].Time
+	in.retry = append(in.retry, rest...)
+	in.oldest = in.retry[0].batch[0][0].Time
 	in.mu.Unlock()
 }
 
@@ -358,7 +404,10 @@ func (in *Ingester) done(n int) {
 	in.mu.Lock()
 	in.buffered -= n
 	in.oldest = time.Time{}
-	if len(in.queue) > 0 {
+	switch {
+	case len(in.retry) > 0:
+		in.oldest = in.retry[0].batch[0][0].Time
+	case len(in.queue) > 0:
 		in.oldest = in.queue[0][0].Time
 	}
 	in.mu.Unlock()
@@ -383,7 +432,7 @@ func (in *Ingester) writer(ctx context.Context, spool bool) {
 	force := false
 	for ctx.Err() == nil {
 		if spool && in.spool != nil {
-			if seg, batch, ok, err := in.spool.oldest(); ok {
+			if seg, id, batch, ok, err := in.spool.oldest(); ok {
 				if err != nil {
 					in.log.Error("spool segment unreadable, dropped", "err", err)
 					in.m.Dropped.WithLabelValues(DropSpoolRead).Add(float64(seg.samples))
@@ -392,15 +441,15 @@ func (in *Ingester) writer(ctx context.Context, spool bool) {
 				}
 				// A segment cut short by ctx stays: its stored parts are
 				// recorded by id and skipped when it is sent again.
-				if in.write(ctx, seg.id(), sampleBatch{batch}) == nil {
+				if in.write(ctx, piece{id: id, batch: sampleBatch{batch}}) == nil {
 					in.spool.remove(seg)
 				}
 				continue
 			}
 		}
-		if batch := in.take(force); batch != nil {
-			rest := in.write(ctx, "", batch)
-			in.done(batch.len() - rest.len())
+		if p := in.take(force); p.batch != nil {
+			rest := in.write(ctx, p)
+			in.done(p.batch.len() - piecesLen(rest))
 			if rest != nil {
 				in.giveBack(rest)
 			}
@@ -416,31 +465,32 @@ func (in *Ingester) writer(ctx context.Context, spool bool) {
 	}
 }
 
-// write stores batch, retrying with backoff, and returns what is still
-// unstored when ctx ended first (nil: all stored, or dropped and counted).
-// A batch with an id is stored at most once when the writer can promise it.
-func (in *Ingester) write(ctx context.Context, id string, batch sampleBatch) sampleBatch {
+// write stores a piece, retrying with backoff under its id, and returns
+// what is still unstored when ctx ended first (nil: all stored, or dropped
+// and counted), each part with the id it must be sent again under.
+func (in *Ingester) write(ctx context.Context, p piece) []piece {
 	b := *in.opts.Backoff
 	once, _ := in.w.(OnceWriter)
-	n := batch.len()
+	batch, n := p.batch, p.batch.len()
 	for {
 		began := time.Now()
+		// A COPY already under way finishes even when ctx ends, so that
+		// fewer batches go to the spool at exit; DrainTimeout bounds it.
+		copyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.opts.DrainTimeout)
 		var err error
-		if id != "" && once != nil {
+		if p.id != "" && once != nil {
 			var stored bool
-			if stored, err = once.CopyGPUSamplesOnce(ctx, id, batch.flat()); err == nil && !stored {
+			if stored, err = once.CopyGPUSampleChunksOnce(copyCtx, p.id, batch); err == nil && !stored {
+				cancel()
 				in.m.Duplicates.Add(float64(n))
-				in.log.Info("spooled batch was already stored; not sent again", "batch", id, "samples", n)
+				in.log.Info("batch was already stored (its acknowledgement was lost, or its spool file outlived its COPY); not stored again",
+					"batch", p.id, "samples", n)
 				return nil
 			}
 		} else {
-			// A COPY already under way finishes even when ctx ends: cut
-			// off, its rows could be committed while the batch went back
-			// to the queue, and the last write at exit stored them again.
-			copyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.opts.DrainTimeout)
 			err = in.copy(copyCtx, batch)
-			cancel()
 		}
+		cancel()
 		if err == nil {
 			in.m.WriteDuration.Observe(time.Since(began).Seconds())
 			in.m.Written.Add(float64(n))
@@ -457,12 +507,12 @@ func (in *Ingester) write(ctx context.Context, id string, batch sampleBatch) sam
 			return nil
 		}
 		if ctx.Err() != nil {
-			return batch
+			return []piece{p}
 		}
 		in.m.WriteErrors.Inc()
 		if in.opts.Permanent(err) {
 			if n > 1 {
-				return in.split(ctx, id, batch)
+				return in.split(ctx, p)
 			}
 			s := batch[0][0]
 			in.log.Error("Postgres rejected a sample; dropped", "gpu", s.GPUUUID, "node", s.Node, "pod", s.PodNamespace+"/"+s.PodName,
@@ -476,7 +526,7 @@ func (in *Ingester) write(ctx context.Context, id string, batch sampleBatch) sam
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return batch
+			return []piece{p}
 		case <-t.C:
 		}
 	}
@@ -485,20 +535,23 @@ func (in *Ingester) write(ctx context.Context, id string, batch sampleBatch) sam
 // split writes a batch Postgres refused as two halves, each split again
 // while refused, so that only the refused rows are dropped: about two COPYs
 // per level for each bad row, instead of losing every target's samples to
-// one target's bad label. Halves of a spooled batch get ids derived from
-// its own, so a replay after a crash mid-split stores no half twice. It
-// returns what is unstored when ctx ends.
-func (in *Ingester) split(ctx context.Context, id string, batch sampleBatch) sampleBatch {
-	flat := batch.flat()
+// one target's bad label. Halves get ids derived from the batch's own, so
+// a replay after a crash mid-split stores no half twice. It returns what is
+// unstored when ctx ends.
+func (in *Ingester) split(ctx context.Context, p piece) []piece {
+	flat := p.batch.flat()
 	halves := [2][]schedloop.GPUSample{flat[:len(flat)/2], flat[len(flat)/2:]}
+	var subs [2]piece
 	for i, h := range halves {
-		sub := ""
-		if id != "" {
-			sub = fmt.Sprintf("%s/%d", id, i)
+		subs[i].batch = sampleBatch{h}
+		if p.id != "" {
+			subs[i].id = fmt.Sprintf("%s/%d", p.id, i)
 		}
-		if rest := in.write(ctx, sub, sampleBatch{h}); rest != nil {
+	}
+	for i, sub := range subs {
+		if rest := in.write(ctx, sub); rest != nil {
 			if i == 0 {
-				rest = append(rest, halves[1])
+				rest = append(rest, subs[1])
 			}
 			return rest
 		}
@@ -522,32 +575,31 @@ func (in *Ingester) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), in.opts.DrainTimeout)
 	defer cancel()
 	for {
-		batch := in.take(true)
-		if batch == nil {
+		p := in.take(true)
+		if p.batch == nil {
 			return
 		}
 		// Written as the writers write, refused rows split out, until the
-		// drain's deadline; what is left goes to the spool.
-		rest := batch
+		// drain's deadline; what is left goes to the spool under its id.
+		rest := []piece{p}
 		if ctx.Err() == nil {
-			rest = in.write(ctx, "", batch)
+			rest = in.write(ctx, p)
 		}
-		in.done(batch.len() - rest.len())
-		if rest == nil {
-			continue
-		}
-		n := rest.len()
-		if in.spool != nil {
-			if err := in.spool.put(rest.flat()); err == nil {
-				in.m.Spooled.Add(float64(n))
-				in.done(n)
-				continue
-			} else {
-				in.log.Error("could not spool samples at exit", "samples", n, "err", err)
+		in.done(p.batch.len() - piecesLen(rest))
+		for _, r := range rest {
+			n := r.batch.len()
+			if in.spool != nil {
+				if err := in.spool.put(r.id, r.batch.flat()); err == nil {
+					in.m.Spooled.Add(float64(n))
+					in.done(n)
+					continue
+				} else {
+					in.log.Error("could not spool samples at exit", "samples", n, "err", err)
+				}
 			}
+			in.m.Dropped.WithLabelValues(DropShutdown).Add(float64(n))
+			in.done(n)
 		}
-		in.m.Dropped.WithLabelValues(DropShutdown).Add(float64(n))
-		in.done(n)
 	}
 }
 

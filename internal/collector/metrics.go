@@ -63,8 +63,8 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
 		LastWrite: g("last_write_timestamp_seconds", "Unix time of the last successful COPY."),
 		Spooled:   c("samples_spooled_total", "GPU samples written to the on-disk spool because the memory buffer was full."),
-		Duplicates: c("spool_duplicate_samples_total",
-			"GPU samples in spooled batches found already stored (a crash came between their COPY and the spool file's removal); not sent again."),
+		Duplicates: c("duplicate_samples_total",
+			"GPU samples of batches sent again and found already stored by their id (the connection dropped after COMMIT, or a crash came between a spooled batch's COPY and its file's removal); not stored twice."),
 
 		Leader: g("leader", "1 while this replica is the active collector (holds the Lease, or runs without leader election) and scrapes telemetry; 0 on a standby."),
 

@@ -25,8 +25,8 @@ type lostAck struct {
 	lost int
 }
 
-func (l *lostAck) CopyGPUSamplesOnce(ctx context.Context, id string, s []schedloop.GPUSample) (bool, error) {
-	stored, err := l.Store.CopyGPUSamplesOnce(ctx, id, s)
+func (l *lostAck) CopyGPUSampleChunksOnce(ctx context.Context, id string, s [][]schedloop.GPUSample) (bool, error) {
+	stored, err := l.Store.CopyGPUSampleChunksOnce(ctx, id, s)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err == nil && stored && l.lost == 0 {

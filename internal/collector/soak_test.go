@@ -155,8 +155,9 @@ func BenchmarkSoak(b *testing.B) {
 
 	began := time.Now()
 	end := began.Add(*soakDuration)
-	var peakRSS int64
-	peakGoroutines := 0
+	var peakRSS, firstRSS, lastRSS int64
+	peakGoroutines, firstGoroutines, lastGoroutines := 0, 0, 0
+	var peakLag, peakLagCalm time.Duration
 	storms := 0
 	var stormCodes sync.Map
 	b.Logf("%8s %9s %10s %9s %10s %10s %s", "t", "rss_MiB", "goroutines", "lag_s", "buffered", "spool_B", "fault")
@@ -167,19 +168,31 @@ func BenchmarkSoak(b *testing.B) {
 	defer fault.Stop()
 	faults := 0
 	lastFault := "-"
+	var lastPGCut time.Time
 	for time.Now().Before(end) {
 		select {
 		case <-sample.C:
-			rss, g := procmem.Resident(), runtime.NumGoroutine()
-			peakRSS, peakGoroutines = max(peakRSS, rss), max(peakGoroutines, g)
+			rss, g, lag := procmem.Resident(), runtime.NumGoroutine(), pipe.Ingester.Lag(time.Now())
+			peakRSS, peakGoroutines, peakLag = max(peakRSS, rss), max(peakGoroutines, g), max(peakLag, lag)
+			if firstRSS == 0 {
+				firstRSS, firstGoroutines = rss, g
+			}
+			lastRSS, lastGoroutines = rss, g
+			// Lag outside a Postgres cut (and the 30 s after it, while
+			// the backlog is stored) is what a read storm or a hostile
+			// target could add.
+			if !strings.HasPrefix(lastFault, "postgres") && time.Since(lastPGCut) > 50*time.Second {
+				peakLagCalm = max(peakLagCalm, lag)
+			}
 			spoolBytes := dirBytes(spool)
 			b.Logf("%8s %9d %10d %9.2f %10d %10d %s", time.Since(began).Round(time.Second), rss>>20, g,
-				pipe.Ingester.Lag(time.Now()).Seconds(), pipe.Ingester.Buffered(), spoolBytes, lastFault)
+				lag.Seconds(), pipe.Ingester.Buffered(), spoolBytes, lastFault)
 			lastFault = "-"
 		case <-fault.C:
 			switch faults % 3 {
 			case 0:
 				lastFault = "postgres cut 20s"
+				lastPGCut = time.Now()
 				dbGate.cutFor(20 * time.Second)
 			case 1:
 				lastFault = "apiserver cut 20s"
@@ -214,16 +227,22 @@ func BenchmarkSoak(b *testing.B) {
 	codes := ""
 	stormCodes.Range(func(k, v any) bool { codes += fmt.Sprintf(" %v:%d", k, v.(*atomic.Int64).Load()); return true })
 	b.Logf("soak %s at %vx: %d faults (%d read storms, answers%s)", soakDuration.String(), *soakSpeed, faults, storms, codes)
-	b.Logf("samples: served by the good exporters %d, received %0.f, stored %d, duplicates %d; dropped: invalid %.0f, time_range %.0f, rejected %.0f, buffer_full %.0f, shutdown %.0f; spool duplicates skipped %.0f",
+	b.Logf("samples: served by the good exporters %d, received %0.f, stored %d, duplicates %d; dropped: invalid %.0f, time_range %.0f, rejected %.0f, buffer_full %.0f, shutdown %.0f; samples of batches sent again and found already stored %.0f",
 		served.Load(), testutil.ToFloat64(m.Received), stored, dups, drop(collector.DropInvalid), drop(collector.DropTimeRange),
 		drop(collector.DropRejected), drop(collector.DropBufferFull), drop(collector.DropShutdown), testutil.ToFloat64(m.Duplicates))
 	b.Logf("peak RSS %d MiB (the whole process: collector, in-process apiserver, scheduler, simulated nodes), peak goroutines %d",
 		peakRSS>>20, peakGoroutines)
+	b.Logf("growth from the first reading to the last: RSS %d -> %d MiB, goroutines %d -> %d; peak ingest lag %.1f s, %.1f s outside Postgres cuts (scrape interval %s)",
+		firstRSS>>20, lastRSS>>20, firstGoroutines, lastGoroutines, peakLag.Seconds(), peakLagCalm.Seconds(), soakScrape)
 	// Lost: served by the good exporters and not stored once.
 	b.ReportMetric(float64(served.Load()-(stored-dups)), "soak_samples_lost@samples")
 	b.ReportMetric(float64(dups), "soak_duplicates@samples")
 	b.ReportMetric(float64(peakRSS)/(1<<20), "soak_peak_rss_mib@MiB")
 	b.ReportMetric(float64(peakGoroutines), "soak_peak_goroutines@goroutines")
+	b.ReportMetric(float64(lastRSS-firstRSS)/(1<<20), "soak_rss_growth_mib@MiB")
+	b.ReportMetric(float64(lastGoroutines-firstGoroutines), "soak_goroutine_growth@goroutines")
+	b.ReportMetric(peakLag.Seconds(), "soak_peak_lag_s@s")
+	b.ReportMetric(peakLagCalm.Seconds(), "soak_peak_lag_outside_pg_cuts_s@s")
 }
 
 // cutter is a TCP proxy that can drop every connection and refuse new ones

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,8 +98,12 @@ func openSpool(dir string, maxBytes int64) (*spool, error) {
 	return s, nil
 }
 
-// put writes one batch as a new segment, or returns errSpoolFull.
-func (s *spool) put(batch []schedloop.GPUSample) error {
+// put writes one batch as a new segment, or returns errSpoolFull. A batch
+// that already has an id (one whose COPY may have committed unacknowledged
+// before the collector stopped) keeps it: the id follows the samples in the
+// file, where a reader that predates it stops reading, and it is what the
+// segment is stored under.
+func (s *spool) put(id string, batch []schedloop.GPUSample) error {
 	s.mu.Lock()
 	seq := s.next
 	s.next++
@@ -113,7 +118,11 @@ func (s *spool) put(batch []schedloop.GPUSample) error {
 	if err != nil {
 		return fmt.Errorf("spool %d samples: %w", len(batch), err)
 	}
-	err = gob.NewEncoder(f).Encode(batch)
+	enc := gob.NewEncoder(f)
+	err = enc.Encode(batch)
+	if err == nil && id != "" {
+		err = enc.Encode(id)
+	}
 	size := int64(0)
 	if info, serr := f.Stat(); serr == nil {
 		size = info.Size()
@@ -141,24 +150,34 @@ func (s *spool) put(batch []schedloop.GPUSample) error {
 	return nil
 }
 
-// oldest reads the oldest segment; ok is false when the spool is empty.
-func (s *spool) oldest() (seg segment, batch []schedloop.GPUSample, ok bool, err error) {
+// oldest reads the oldest segment and the id its batch is stored under;
+// ok is false when the spool is empty.
+func (s *spool) oldest() (seg segment, id string, batch []schedloop.GPUSample, ok bool, err error) {
 	s.mu.Lock()
 	if len(s.segs) == 0 {
 		s.mu.Unlock()
-		return segment{}, nil, false, nil
+		return segment{}, "", nil, false, nil
 	}
 	seg = s.segs[0]
 	s.mu.Unlock()
 	f, err := os.Open(filepath.Join(s.dir, seg.name))
 	if err != nil {
-		return seg, nil, true, fmt.Errorf("read spool segment %s: %w", seg.name, err)
+		return seg, "", nil, true, fmt.Errorf("read spool segment %s: %w", seg.name, err)
 	}
 	defer f.Close()
-	if err := gob.NewDecoder(f).Decode(&batch); err != nil {
-		return seg, nil, true, fmt.Errorf("decode spool segment %s: %w", seg.name, err)
+	dec := gob.NewDecoder(f)
+	if err := dec.Decode(&batch); err != nil {
+		return seg, "", nil, true, fmt.Errorf("decode spool segment %s: %w", seg.name, err)
 	}
-	return seg, batch, true, nil
+	switch err := dec.Decode(&id); {
+	case errors.Is(err, io.EOF):
+		id = seg.id()
+	case err != nil:
+		return seg, "", nil, true, fmt.Errorf("decode spool segment %s: batch id: %w", seg.name, err)
+	case id == "":
+		return seg, "", nil, true, fmt.Errorf("decode spool segment %s: empty batch id", seg.name)
+	}
+	return seg, id, batch, true, nil
 }
 
 // remove deletes a segment once its samples are stored (or unreadable).

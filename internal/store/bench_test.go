@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -86,4 +87,58 @@ func encodeCopyText(samples []schedloop.GPUSample) []byte {
 		buf.WriteByte('\n')
 	}
 	return buf.Bytes()
+}
+
+// BenchmarkOnceIngest measures what exactly-once storage costs at the
+// collector's batch size: 200,000 samples as ten 20,000-sample batches,
+// each through CopyGPUSampleChunks (one autocommit COPY) and through
+// CopyGPUSampleChunksOnce (a transaction that records the batch id, COPYs,
+// forgets expired ids and commits), alternating within each iteration.
+//
+// Headline metric: store_once_ratio (once ÷ plain rows/s).
+func BenchmarkOnceIngest(b *testing.B) {
+	s := storetest.New(b)
+	const rows, batch = 200_000, 20_000
+	start := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	samples := storetest.Samples(rows, 1000, start, 15*time.Second)
+	if err := s.EnsureSamplePartitions(ctx, start, samples[rows-1].Time); err != nil {
+		b.Fatal(err)
+	}
+	truncate := func() {
+		if _, err := s.Pool().Exec(ctx, `TRUNCATE gpu_samples, ingested_batches`); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var plainTime, onceTime time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		truncate()
+		b.StartTimer()
+		began := time.Now()
+		for j := 0; j < rows; j += batch {
+			if _, err := s.CopyGPUSampleChunks(ctx, [][]schedloop.GPUSample{samples[j : j+batch]}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		plainTime += time.Since(began)
+
+		b.StopTimer()
+		truncate()
+		b.StartTimer()
+		began = time.Now()
+		for j := 0; j < rows; j += batch {
+			ok, err := s.CopyGPUSampleChunksOnce(ctx, fmt.Sprintf("bench/%d/%d", i, j), [][]schedloop.GPUSample{samples[j : j+batch]})
+			if err != nil || !ok {
+				b.Fatalf("once: stored %v, %v", ok, err)
+			}
+		}
+		onceTime += time.Since(began)
+	}
+	b.StopTimer()
+	plainRate := float64(rows*b.N) / plainTime.Seconds()
+	onceRate := float64(rows*b.N) / onceTime.Seconds()
+	b.ReportMetric(plainRate, "store_plain_batch_rows_per_s@rows/s")
+	b.ReportMetric(onceRate, "store_once_rows_per_s@rows/s")
+	b.ReportMetric(onceRate/plainRate, "store_once_ratio@ratio")
 }
