@@ -150,13 +150,13 @@ type Ingester struct {
 	log   *slog.Logger
 	spool *spool
 
-	mu       sync.Mutex
-	queue    [][]schedloop.GPUSample // oldest first
+	mu    sync.Mutex
+	queue [][]schedloop.GPUSample // oldest first
 	// retry holds pieces a writer gave back unstored when it stopped; the
 	// exit drain sends them first, under their ids.
-	retry []piece
-	buffered int                     // samples in queue plus in flight
-	oldest   time.Time               // oldest sample not yet written (approximate: per chunk)
+	retry    []piece
+	buffered int       // samples in queue plus in flight
+	oldest   time.Time // oldest sample not yet written (approximate: per chunk)
 	// flushing makes writers take partial batches until the queue is empty.
 	flushing bool
 	wake     chan struct{}
