@@ -32,7 +32,8 @@ func TestServeReadsCannotStarveIngest(t *testing.T) {
 
 	// Ingest's pool holds max(4, GOMAXPROCS) connections (pgx's default);
 	// the API may hold more.
-	held := max(4, runtime.GOMAXPROCS(0)) + 2
+	ingestPool := max(4, runtime.GOMAXPROCS(0))
+	held := ingestPool + 2
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -99,14 +100,16 @@ func TestServeReadsCannotStarveIngest(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, fmt.Sprintf("%d API reads waiting on the lock in Postgres", held), 60*time.Second, func() bool { return waiting() == held })
+	// As many held reads as ingest has connections: on a shared pool they
+	// would hold all of them.
+	waitFor(t, fmt.Sprintf("%d API reads waiting on the lock in Postgres", ingestPool), 60*time.Second,
+		func() bool { return waiting() >= ingestPool })
 
-	// With every API read held, scrapes keep being stored.
+	// With those reads held, scrapes keep being stored...
 	before := stored()
-	waitFor(t, "samples stored while the API's reads are held", 60*time.Second, func() bool { return stored() >= before+3*8 })
-	if n := waiting(); n != held {
-		t.Fatalf("%d API reads waiting when ingest was checked; want %d (the check proved nothing)", n, held)
-	}
+	waitFor(t, "samples stored while the API's reads are held", 30*time.Second, func() bool { return stored() >= before+3*8 })
+	// ...and every read the API admits reaches Postgres.
+	waitFor(t, fmt.Sprintf("all %d API reads waiting on the lock", held), 30*time.Second, func() bool { return waiting() == held })
 
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
