@@ -59,7 +59,7 @@ func (s *Store) CopyGPUSampleChunksOnce(ctx context.Context, batchID string, chu
 			return false, fmt.Errorf("copy GPU sample batch %s (%d samples): %w", batchID, n, err)
 		}
 	}
-	// An index range scan (migration 00008) that almost always finds
+	// An index range scan (migration 00009) that almost always finds
 	// nothing; concurrent writers delete in the same index order, so they
 	// wait on each other rather than deadlock.
 	if _, err := tx.Exec(ctx, `DELETE FROM ingested_batches WHERE stored_at < now() - $1::interval`, batchMemory); err != nil {
