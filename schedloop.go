@@ -40,6 +40,10 @@ type GPU struct {
 	NVLinkDomain string
 	// MIGProfile is empty for a whole GPU, else the MIG profile such as "1g.10gb".
 	MIGProfile string
+	// Instance is empty for a whole GPU, else the GPU instance ID of a MIG
+	// partition (dcgm-exporter's GPU_I_ID). Instances share their GPU's UUID
+	// and index, so a device is (UUID, Instance).
+	Instance string
 }
 
 // MaxGangMembers is the largest gang schedloop accepts: a PodGroup's
@@ -207,6 +211,13 @@ type GPUSample struct {
 	SMActive       float64
 	FBUsedMiB      float64
 	PowerWatts     float64
+	// GPUInstance and GPUInstanceProfile name the MIG partition a sample
+	// reads (dcgm-exporter's GPU_I_ID and GPU_I_PROFILE); both are empty
+	// for a whole GPU. ComputeShare is the partition's share of its GPU's
+	// compute slices (MIGComputeShare); 0 stands for a whole GPU, as 1 does.
+	GPUInstance        string
+	GPUInstanceProfile string
+	ComputeShare       float64
 }
 
 // ProfileStatus is where a tuned profile is in its life.

@@ -24,9 +24,14 @@ type Inventory struct {
 	Logger *slog.Logger
 
 	mu      sync.RWMutex
-	stored  map[string]schedloop.GPU // by UUID, as last written
-	pending map[string]schedloop.GPU
+	stored  map[deviceKey]schedloop.GPU // as last written
+	pending map[deviceKey]schedloop.GPU
 }
+
+// deviceKey names a GPU or, with instance set, one of its MIG instances.
+type deviceKey struct{ uuid, instance string }
+
+func keyOf(g schedloop.GPU) deviceKey { return deviceKey{g.UUID, g.Instance} }
 
 // Observe notes gpus; it never waits for the database.
 func (inv *Inventory) Observe(gpus []schedloop.GPU) {
@@ -35,7 +40,7 @@ func (inv *Inventory) Observe(gpus []schedloop.GPU) {
 	inv.mu.RLock()
 	known := true
 	for _, g := range gpus {
-		if old, ok := inv.stored[g.UUID]; !ok || old != g {
+		if old, ok := inv.stored[keyOf(g)]; !ok || old != g {
 			known = false
 			break
 		}
@@ -47,13 +52,13 @@ func (inv *Inventory) Observe(gpus []schedloop.GPU) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	for _, g := range gpus {
-		if old, ok := inv.stored[g.UUID]; ok && old == g {
+		if old, ok := inv.stored[keyOf(g)]; ok && old == g {
 			continue
 		}
 		if inv.pending == nil {
-			inv.pending = map[string]schedloop.GPU{}
+			inv.pending = map[deviceKey]schedloop.GPU{}
 		}
-		inv.pending[g.UUID] = g
+		inv.pending[keyOf(g)] = g
 	}
 }
 
@@ -74,12 +79,12 @@ func (inv *Inventory) Flush(ctx context.Context) error {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	if inv.stored == nil {
-		inv.stored = map[string]schedloop.GPU{}
+		inv.stored = map[deviceKey]schedloop.GPU{}
 	}
 	for _, g := range batch {
-		inv.stored[g.UUID] = g
-		if inv.pending[g.UUID] == g {
-			delete(inv.pending, g.UUID)
+		inv.stored[keyOf(g)] = g
+		if inv.pending[keyOf(g)] == g {
+			delete(inv.pending, keyOf(g))
 		}
 	}
 	return nil

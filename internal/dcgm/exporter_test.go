@@ -2,6 +2,7 @@ package dcgm
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -162,6 +164,12 @@ func checkParsed(t *testing.T, page []byte, contentType string) {
 		}
 		if d := s.Time.Sub(scrapeTime); d > DefaultTimestampWindow || d < -DefaultTimestampWindow {
 			t.Fatalf("sample %+v from %q: time outside the window", s, page)
+		}
+		// A MIG instance carries its profile and a share of its GPU in
+		// (0, 1]; a whole GPU carries neither.
+		if (s.GPUInstance == "") != (s.GPUInstanceProfile == "") || (s.GPUInstance == "") != (s.ComputeShare == 0) ||
+			s.ComputeShare < 0 || s.ComputeShare > 1 {
+			t.Fatalf("sample %+v from %q: instance, profile and compute share disagree", s, page)
 		}
 	}
 }
@@ -337,5 +345,27 @@ func BenchmarkParseExporterText(b *testing.B) {
 			b.ReportMetric(float64(b.N*gpus*len(Metrics))/b.Elapsed().Seconds(), "lines/s")
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "gpusamples/s")
 		})
+	}
+}
+
+// TestInventoryKeepsInstances reads NVIDIA's documented MIG page: the GPU
+// is listed once as a whole device and its instance once after it, under
+// the same UUID and index.
+func TestInventoryKeepsInstances(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("testdata", "exporter", "nvidia-docs-a100-mig.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := newPageParser().parse(context.Background(), page, contentTypeText, scrapeTime, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const uuid = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660"
+	want := []schedloop.GPU{
+		{UUID: uuid, Node: "ub20-a100-k8s", Index: 0},
+		{UUID: uuid, Node: "ub20-a100-k8s", Index: 0, MIGProfile: "1g.5gb", Instance: "13"},
+	}
+	if diff := cmp.Diff(want, set.inventory()); diff != "" {
+		t.Errorf("inventory (-want +got):\n%s", diff)
 	}
 }

@@ -53,6 +53,7 @@ const (
 	labelUUID        = "UUID"
 	labelHostname    = "Hostname"
 	labelGPUInstance = "GPU_I_ID"
+	labelGPUProfile  = "GPU_I_PROFILE"
 	labelPod         = "pod"
 	labelNamespace   = "namespace"
 	labelContainer   = "container"
@@ -75,19 +76,45 @@ type seriesKey struct {
 // per label set rather than once per series.
 type seriesLabels struct {
 	uuid, gpuInstance, gpu, hostname, model string
-	namespace, pod, container               string
-	exportedNamespace, exportedPod          string
-	exportedContainer                       string
+	// profile is the MIG instance's GPU_I_PROFILE and share its part of the
+	// GPU's compute, 0 for a whole GPU; shareErr says why a profile has none.
+	profile                        string
+	share                          float64
+	shareErr                       error
+	namespace, pod, container      string
+	exportedNamespace, exportedPod string
+	exportedContainer              string
 }
 
 func resolveLabels(label labelFunc) seriesLabels {
-	return seriesLabels{
+	l := seriesLabels{
 		uuid: label(labelUUID), gpuInstance: label(labelGPUInstance), gpu: label(labelGPU),
-		hostname: label(labelHostname), model: label(labelModel),
+		hostname: label(labelHostname), model: label(labelModel), profile: label(labelGPUProfile),
 		namespace: label(labelNamespace), pod: label(labelPod), container: label(labelContainer),
 		exportedNamespace: label(exportedPrefix + labelNamespace), exportedPod: label(exportedPrefix + labelPod),
 		exportedContainer: label(exportedPrefix + labelContainer),
 	}
+	l.share, l.shareErr = instanceShare(l.gpuInstance, l.profile, l.model)
+	return l
+}
+
+// instanceShare is the compute share of the MIG instance a series reads, 0
+// for a whole GPU. An instance must name its profile: without it the
+// instance's part of the GPU, which the idle split weighs it by, is unknown.
+func instanceShare(instance, profile, model string) (float64, error) {
+	switch {
+	case instance == "" && profile == "":
+		return 0, nil
+	case instance == "":
+		return 0, fmt.Errorf("label %s=%q without %s", labelGPUProfile, profile, labelGPUInstance)
+	case profile == "":
+		return 0, fmt.Errorf("label %s=%q without %s", labelGPUInstance, instance, labelGPUProfile)
+	}
+	share, err := schedloop.MIGComputeShare(model, profile)
+	if err != nil {
+		return 0, fmt.Errorf("label %s: %w", labelGPUProfile, err)
+	}
+	return share, nil
 }
 
 // smallSet is the number of samples up to which a linear scan finds a
@@ -176,8 +203,10 @@ func (s *sampleSet) add(metric string, label labelFunc, v float64, t time.Time) 
 	}
 	i, ok, newUUID := s.find(&k)
 	if !ok {
+		l := seriesLabels{gpu: label(labelGPU), hostname: label(labelHostname), model: label(labelModel), profile: label(labelGPUProfile)}
+		l.share, l.shareErr = instanceShare(k.gpuInstance, l.profile, l.model)
 		var err error
-		if i, err = s.insert(&k, newUUID, metric, label(labelGPU), label(labelHostname), label, "", t); err != nil {
+		if i, err = s.insert(&k, newUUID, metric, &l, t); err != nil {
 			return err
 		}
 	}
@@ -199,7 +228,7 @@ func (s *sampleSet) addLabels(m int, l *seriesLabels, v float64, t time.Time) (i
 	i, ok, newUUID := s.find(&k)
 	if !ok {
 		var err error
-		if i, err = s.insert(&k, newUUID, Metrics[m], l.gpu, l.hostname, nil, l.model, t); err != nil {
+		if i, err = s.insert(&k, newUUID, Metrics[m], l, t); err != nil {
 			return -1, err
 		}
 	}
@@ -230,20 +259,23 @@ func (s *sampleSet) find(k *seriesKey) (i int, ok, newUUID bool) {
 	return -1, false, newUUID
 }
 
-// insert adds an empty sample for k and returns its index. A new UUID's
-// model is model, or read with label when label is not nil.
-func (s *sampleSet) insert(k *seriesKey, newUUID bool, metric, gpu, hostname string, label labelFunc, model string, t time.Time) (int, error) {
+// insert adds an empty sample for k, described by l, and returns its index.
+func (s *sampleSet) insert(k *seriesKey, newUUID bool, metric string, l *seriesLabels, t time.Time) (int, error) {
 	idx := -1
-	if gpu != "" {
-		n, err := strconv.Atoi(gpu)
+	if l.gpu != "" {
+		n, err := strconv.Atoi(l.gpu)
 		if err != nil || n < 0 {
-			return -1, fmt.Errorf("metric %s GPU %s: label %s=%q is not a GPU index", metric, k.uuid, labelGPU, gpu)
+			return -1, fmt.Errorf("metric %s GPU %s: label %s=%q is not a GPU index", metric, k.uuid, labelGPU, l.gpu)
 		}
 		idx = n
 	}
+	if l.shareErr != nil {
+		return -1, fmt.Errorf("metric %s GPU %s: %w", metric, k.uuid, l.shareErr)
+	}
 	s.samples = append(s.samples, schedloop.GPUSample{
-		Time: t, GPUUUID: k.uuid, Node: hostname, GPUIndex: idx,
+		Time: t, GPUUUID: k.uuid, Node: l.hostname, GPUIndex: idx,
 		PodNamespace: k.namespace, PodName: k.pod, Container: k.container,
+		GPUInstance: k.gpuInstance, GPUInstanceProfile: l.profile, ComputeShare: l.share,
 	})
 	s.keys = append(s.keys, *k)
 	i := len(s.samples) - 1
@@ -256,10 +288,7 @@ func (s *sampleSet) insert(k *seriesKey, newUUID bool, metric, gpu, hostname str
 		}
 	}
 	if newUUID {
-		if label != nil {
-			model = label(labelModel)
-		}
-		s.models = append(s.models, uuidModel{k.uuid, model})
+		s.models = append(s.models, uuidModel{k.uuid, l.model})
 		if s.modelIndex != nil {
 			s.modelIndex[k.uuid] = len(s.models) - 1
 		} else if len(s.models) > smallSet {
@@ -296,9 +325,11 @@ func (s *sampleSet) exported(k *seriesKey) bool {
 }
 
 // inventory lists the GPUs the samples name, once each, with the model the
-// page gave them. MIG instances share their GPU's UUID and index, so a
-// partitioned GPU appears once, as the whole device.
+// page gave them, and after them the MIG instances, once each: an instance
+// shares its GPU's UUID and index and is told apart by Instance.
 func (s *sampleSet) inventory() []schedloop.GPU {
+	var instances []schedloop.GPU
+	var instanceSeen map[[2]string]bool
 	// listed is indexed like models: every sample's UUID has a model entry.
 	var listedSmall uint64
 	var listed []bool
@@ -321,6 +352,17 @@ func (s *sampleSet) inventory() []schedloop.GPU {
 		default:
 			j = s.modelOf(g.GPUUUID)
 		}
+		if g.GPUInstance != "" {
+			key := [2]string{g.GPUUUID, g.GPUInstance}
+			if !instanceSeen[key] {
+				if instanceSeen == nil {
+					instanceSeen = map[[2]string]bool{}
+				}
+				instanceSeen[key] = true
+				instances = append(instances, schedloop.GPU{UUID: g.GPUUUID, Node: g.Node, Index: g.GPUIndex,
+					Model: s.models[j].model, MIGProfile: g.GPUInstanceProfile, Instance: g.GPUInstance})
+			}
+		}
 		if listed != nil {
 			if listed[j] {
 				continue
@@ -337,7 +379,7 @@ func (s *sampleSet) inventory() []schedloop.GPU {
 		}
 		out = append(out, schedloop.GPU{UUID: g.GPUUUID, Node: g.Node, Index: g.GPUIndex, Model: s.models[j].model})
 	}
-	return out
+	return append(out, instances...)
 }
 
 // sorted returns the samples in a stable order (time, node, GPU index, UUID,
@@ -364,8 +406,7 @@ func compareSamples(a, b schedloop.GPUSample) int {
 		cmp.Compare(a.PodNamespace, b.PodNamespace),
 		cmp.Compare(a.PodName, b.PodName),
 		cmp.Compare(a.Container, b.Container),
-		// MIG instances of one GPU share its UUID; GPUSample has no instance
-		// field, so the values keep their order deterministic.
+		cmp.Compare(a.GPUInstance, b.GPUInstance),
 		cmp.Compare(a.GPUUtil, b.GPUUtil),
 		cmp.Compare(a.FBUsedMiB, b.FBUsedMiB),
 		cmp.Compare(a.PowerWatts, b.PowerWatts),

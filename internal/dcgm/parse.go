@@ -249,6 +249,9 @@ func (pp *pageParser) lookup(p textparse.Parser, met []byte) *cachedSeries {
 	cs := &cachedSeries{metric: m, seen: pp.parses}
 	cs.labels = resolveLabels(pp.lset.Get)
 	cs.err = checkLabels(Metrics[m], pp.lset)
+	if cs.err == nil && cs.labels.shareErr != nil {
+		cs.err = fmt.Errorf("metric %s GPU %s: %w", Metrics[m], cs.labels.uuid, cs.labels.shareErr)
+	}
 	pp.series[string(met)] = cs
 	return cs
 }

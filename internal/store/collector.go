@@ -18,14 +18,15 @@ type StateMinutes struct {
 	Node      string
 	Namespace string
 	State     string
-	Minutes   int64
+	// Minutes are GPU-minutes, MIG instances counted by compute share.
+	Minutes float64
 }
 
 // GPUStateMinutes adds up GPU-minutes per node, holder namespace and state
 // over the hours in [from, to).
 func (s *Store) GPUStateMinutes(ctx context.Context, from, to time.Time) ([]StateMinutes, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT node, pod_namespace, state, sum(gpu_minutes)::bigint FROM gpu_state_hours
+		SELECT node, pod_namespace, state, sum(gpu_minutes) FROM gpu_state_hours
 		WHERE hour >= $1 AND hour < $2 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("read GPU state minutes: %w", err)

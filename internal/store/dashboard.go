@@ -66,18 +66,19 @@ func truncDay(t time.Time) time.Time {
 	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
 }
 
-// A held GPU-minute is busy or idle by the same rule as RollupStates. The
-// holder's job and queue come from the newest pod of that name created
-// before the hour ended (names are reused, UIDs are not in telemetry).
+// A held device-minute is busy or idle by the same rule as RollupStates, and
+// counts by its compute share as there. The holder's job and queue come from
+// the newest pod of that name created before the hour ended (names are
+// reused, UIDs are not in telemetry).
 const rollupHolderHoursSQL = `
 INSERT INTO gpu_holder_hours (hour, node, gpu_model, pod_namespace, pod_name, job_uid, queue, busy_minutes, idle_minutes)
 SELECT h.hour, h.node, coalesce(n.gpu_model, g.model, ''), h.pod_namespace, h.pod_name,
        coalesce(p.job_uid, ''), coalesce(p.queue, ''), h.busy, h.idle
 FROM (
     SELECT date_trunc('hour', minute) AS hour, node, pod_namespace, pod_name,
-           count(*) FILTER (WHERE greatest(gr_engine_active_avg, gpu_util_avg / 100) >= $3) AS busy,
-           count(*) FILTER (WHERE greatest(gr_engine_active_avg, gpu_util_avg / 100) < $3) AS idle
-    FROM gpu_minutes
+           coalesce(sum(compute_share::double precision) FILTER (WHERE greatest(gr_engine_active_avg, gpu_util_avg / 100) >= $3), 0) AS busy,
+           coalesce(sum(compute_share::double precision) FILTER (WHERE greatest(gr_engine_active_avg, gpu_util_avg / 100) < $3), 0) AS idle
+    FROM gpu_device_minutes
     WHERE minute >= $1 AND minute < $2 AND pod_name <> ''
     GROUP BY 1, 2, 3, 4
 ) h

@@ -16,7 +16,9 @@ const ensureNodeSQL = `INSERT INTO nodes (name) VALUES ($1) ON CONFLICT (name) D
 
 // RecordGPUs stores devices seen in telemetry, creating bare rows for nodes
 // not stored yet. Model and position are updated; the NVLink domain and MIG
-// profile, which telemetry does not carry, are kept.
+// profile, which telemetry does not carry, are kept. A MIG instance (Instance
+// set) is stored in gpu_instances under its GPU, whose row it creates if the
+// GPU itself was not listed.
 func (s *Store) RecordGPUs(ctx context.Context, gpus []schedloop.GPU) error {
 	if len(gpus) == 0 {
 		return nil
@@ -35,9 +37,32 @@ func (s *Store) RecordGPUs(ctx context.Context, gpus []schedloop.GPU) error {
 			ON CONFLICT (uuid) DO UPDATE SET node = EXCLUDED.node, gpu_index = EXCLUDED.gpu_index,
 			    model = CASE WHEN EXCLUDED.model <> '' THEN EXCLUDED.model ELSE gpus.model END`,
 			g.UUID, g.Node, g.Index, g.Model)
+		if err := queueInstance(b, g); err != nil {
+			return fmt.Errorf("record GPUs seen in telemetry: %w", err)
+		}
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("record %d GPUs seen in telemetry: %w", len(gpus), err)
 	}
+	return nil
+}
+
+const upsertInstanceSQL = `
+INSERT INTO gpu_instances (gpu_uuid, gpu_instance, profile, compute_share) VALUES ($1, $2, $3, $4)
+ON CONFLICT (gpu_uuid, gpu_instance) DO UPDATE SET profile = EXCLUDED.profile, compute_share = EXCLUDED.compute_share`
+
+// queueInstance queues the gpu_instances row of g when g is a MIG instance.
+func queueInstance(b *pgx.Batch, g schedloop.GPU) error {
+	if g.Instance == "" {
+		return nil
+	}
+	share, err := schedloop.MIGComputeShare(g.Model, g.MIGProfile)
+	if err != nil {
+		return fmt.Errorf("GPU %s instance %s: %w", g.UUID, g.Instance, err)
+	}
+	if g.MIGProfile == "" {
+		return fmt.Errorf("GPU %s instance %s: no MIG profile", g.UUID, g.Instance)
+	}
+	b.Queue(upsertInstanceSQL, g.UUID, g.Instance, g.MIGProfile, share)
 	return nil
 }

@@ -38,12 +38,22 @@ func (s *Store) RollupDemand(ctx context.Context, from, to time.Time) error {
 	return nil
 }
 
+// shareSlack absorbs the rounding of compute shares stored as real: seven
+// 1/7 shares add up to a hair over or under 1, and a free device must not
+// flip between waiting and spare on that. It is far below the smallest
+// fraction of demand (a thousandth of a GPU).
+const shareSlack = 1e-4
+
 // RollupStates recomputes gpu_state_hours for the whole hours touching
-// [from, to). Within a minute, free GPUs are ranked by UUID and the first
-// ceil(pending_gpus) of them count as unallocated while demand waited: a
-// single waiting one-GPU pod does not make a hundred free GPUs "wasted".
-// A held GPU is busy when its engine activity (or, for GPUs without
-// profiling metrics, its utilization) reaches threshold.
+// [from, to). Each device-minute (gpu_device_minutes: a whole GPU, or one
+// MIG instance) counts by its share of its GPU's compute, so a GPU whose
+// seven 1g instances are four busy and three idle adds 4/7 busy and 3/7
+// idle GPU-minutes. Within a minute, free devices are ranked by UUID and
+// instance, and those starting before pending_gpus GPUs' worth of them count
+// as unallocated while demand waited (for whole GPUs, the first
+// ceil(pending_gpus)): a single waiting one-GPU pod does not make a hundred
+// free GPUs "wasted". A held device is busy when its engine activity (or,
+// without profiling metrics, its utilization) reaches threshold.
 func (s *Store) RollupStates(ctx context.Context, from, to time.Time, threshold float64) error {
 	hourFrom := from.UTC().Truncate(time.Hour)
 	hourTo := to.UTC().Add(time.Hour - time.Nanosecond).Truncate(time.Hour)
@@ -57,23 +67,25 @@ func (s *Store) RollupStates(ctx context.Context, from, to time.Time, threshold 
 	}
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO gpu_state_hours (hour, node, gpu_model, pod_namespace, state, gpu_minutes)
-		SELECT date_trunc('hour', minute), node, gpu_model, pod_namespace, state, count(*)
+		SELECT date_trunc('hour', minute), node, gpu_model, pod_namespace, state, sum(share)
 		FROM (
 		    SELECT g.minute, g.node, coalesce(n.gpu_model, gp.model, '') AS gpu_model, g.pod_namespace,
+		           g.compute_share::double precision AS share,
 		           CASE
 		             WHEN g.pod_name <> '' AND greatest(g.gr_engine_active_avg, g.gpu_util_avg / 100) >= $3 THEN 'busy'
 		             WHEN g.pod_name <> '' THEN 'allocated_idle'
-		             WHEN row_number() OVER (PARTITION BY g.minute, g.pod_name = '' ORDER BY g.gpu_uuid)
-		                  <= ceil(coalesce(d.pending_gpus, 0)) THEN 'unallocated_waiting'
+		             WHEN sum(g.compute_share::double precision) OVER (PARTITION BY g.minute, g.pod_name = ''
+		                      ORDER BY g.gpu_uuid, g.gpu_instance ROWS UNBOUNDED PRECEDING)
+		                  - g.compute_share + $4 < coalesce(d.pending_gpus, 0) THEN 'unallocated_waiting'
 		             ELSE 'spare'
 		           END AS state
-		    FROM gpu_minutes g
+		    FROM gpu_device_minutes g
 		    LEFT JOIN gpu_demand_minutes d ON d.minute = g.minute
 		    LEFT JOIN nodes n ON n.name = g.node
 		    LEFT JOIN gpus gp ON gp.uuid = g.gpu_uuid
 		    WHERE g.minute >= $1 AND g.minute < $2
 		) labelled
-		GROUP BY 1, 2, 3, 4, 5`, hourFrom, hourTo, threshold); err != nil {
+		GROUP BY 1, 2, 3, 4, 5`, hourFrom, hourTo, threshold, shareSlack); err != nil {
 		return fmt.Errorf("roll up GPU states %s..%s: %w", hourFrom, hourTo, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -82,7 +94,9 @@ func (s *Store) RollupStates(ctx context.Context, from, to time.Time, threshold 
 	return nil
 }
 
-// IdleBreakdown is GPU time by state over a range.
+// IdleBreakdown is GPU time by state over a range, in GPU-minutes rounded
+// to whole ones: a MIG instance's minute counts as its share of the GPU, so
+// the sums behind them need not be whole (GPUStateMinutes has them exactly).
 type IdleBreakdown struct {
 	BusyMinutes               int64
 	AllocatedIdleMinutes      int64
@@ -108,10 +122,10 @@ func (b IdleBreakdown) IdleShare() float64 {
 func (s *Store) GPUIdleBreakdown(ctx context.Context, from, to time.Time) (IdleBreakdown, error) {
 	var b IdleBreakdown
 	err := s.pool.QueryRow(ctx, `
-		SELECT coalesce(sum(gpu_minutes) FILTER (WHERE state = 'busy'), 0),
-		       coalesce(sum(gpu_minutes) FILTER (WHERE state = 'allocated_idle'), 0),
-		       coalesce(sum(gpu_minutes) FILTER (WHERE state = 'unallocated_waiting'), 0),
-		       coalesce(sum(gpu_minutes) FILTER (WHERE state = 'spare'), 0)
+		SELECT round(coalesce(sum(gpu_minutes) FILTER (WHERE state = 'busy'), 0))::bigint,
+		       round(coalesce(sum(gpu_minutes) FILTER (WHERE state = 'allocated_idle'), 0))::bigint,
+		       round(coalesce(sum(gpu_minutes) FILTER (WHERE state = 'unallocated_waiting'), 0))::bigint,
+		       round(coalesce(sum(gpu_minutes) FILTER (WHERE state = 'spare'), 0))::bigint
 		FROM gpu_state_hours WHERE hour >= $1 AND hour < $2`, from, to).
 		Scan(&b.BusyMinutes, &b.AllocatedIdleMinutes, &b.UnallocatedWaitingMinutes, &b.SpareMinutes)
 	if err != nil {

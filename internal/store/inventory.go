@@ -69,10 +69,18 @@ ON CONFLICT (uuid) DO UPDATE SET
     node = EXCLUDED.node, gpu_index = EXCLUDED.gpu_index, model = EXCLUDED.model,
     nvlink_domain = EXCLUDED.nvlink_domain, mig_profile = EXCLUDED.mig_profile`
 
-// UpsertGPUs records devices; their nodes must already be stored.
+// UpsertGPUs records devices; their nodes must already be stored. A MIG
+// instance (Instance set) goes to gpu_instances; its GPU must be listed
+// before it or be stored already.
 func (s *Store) UpsertGPUs(ctx context.Context, gpus []schedloop.GPU) error {
 	b := &pgx.Batch{}
 	for _, g := range gpus {
+		if g.Instance != "" {
+			if err := queueInstance(b, g); err != nil {
+				return fmt.Errorf("upsert GPUs: %w", err)
+			}
+			continue
+		}
 		b.Queue(upsertGPUSQL, g.UUID, g.Node, g.Index, g.Model, g.NVLinkDomain, g.MIGProfile)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
@@ -81,20 +89,37 @@ func (s *Store) UpsertGPUs(ctx context.Context, gpus []schedloop.GPU) error {
 	return nil
 }
 
-// ListGPUs returns the GPUs of one node, or of every node when node is "".
+// ListGPUs returns the GPUs of one node, or of every node when node is "",
+// each followed by its MIG instances (Instance set) in instance order.
 func (s *Store) ListGPUs(ctx context.Context, node string) ([]schedloop.GPU, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT uuid, node, gpu_index, model, nvlink_domain, mig_profile FROM gpus
-		WHERE $1 = '' OR node = $1 ORDER BY node, gpu_index, uuid`, node)
+		SELECT g.uuid, g.node, g.gpu_index, g.model, g.nvlink_domain, g.mig_profile,
+		       coalesce(i.gpu_instance, ''), coalesce(i.profile, '')
+		FROM gpus g LEFT JOIN gpu_instances i ON i.gpu_uuid = g.uuid
+		WHERE $1 = '' OR g.node = $1
+		ORDER BY g.node, g.gpu_index, g.uuid, i.gpu_instance NULLS FIRST`, node)
 	if err != nil {
 		return nil, fmt.Errorf("list GPUs: %w", err)
 	}
-	gpus, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (schedloop.GPU, error) {
+	defer rows.Close()
+	// The join gives a partitioned GPU one row per instance: the GPU's own
+	// entry comes first, then one per instance.
+	var gpus []schedloop.GPU
+	for rows.Next() {
 		var g schedloop.GPU
-		err := r.Scan(&g.UUID, &g.Node, &g.Index, &g.Model, &g.NVLinkDomain, &g.MIGProfile)
-		return g, err
-	})
-	if err != nil {
+		var instance, profile string
+		if err := rows.Scan(&g.UUID, &g.Node, &g.Index, &g.Model, &g.NVLinkDomain, &g.MIGProfile, &instance, &profile); err != nil {
+			return nil, fmt.Errorf("list GPUs: %w", err)
+		}
+		if len(gpus) == 0 || gpus[len(gpus)-1].UUID != g.UUID {
+			gpus = append(gpus, g)
+		}
+		if instance != "" {
+			g.Instance, g.MIGProfile = instance, profile
+			gpus = append(gpus, g)
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list GPUs: %w", err)
 	}
 	return gpus, nil

@@ -83,8 +83,9 @@ func (r *sampleCopyReader) Read(p []byte) (int, error) {
 // sampleRowSize is the encoded size of one row: a field count, a length per
 // field and the values.
 func sampleRowSize(s *schedloop.GPUSample) int {
-	return 2 + 4*len(sampleColumns) + 8 + 2 + 5*4 +
-		len(s.GPUUUID) + len(s.Node) + len(s.PodNamespace) + len(s.PodName) + len(s.Container)
+	return 2 + 4*len(sampleColumns) + 8 + 2 + 6*4 +
+		len(s.GPUUUID) + len(s.Node) + len(s.PodNamespace) + len(s.PodName) + len(s.Container) +
+		len(s.GPUInstance) + len(s.GPUInstanceProfile)
 }
 
 // appendSampleRow appends one tuple in sampleColumns order, each field in
@@ -102,10 +103,21 @@ func appendSampleRow(b []byte, s *schedloop.GPUSample) []byte {
 	b = appendText(b, s.PodName)
 	b = appendText(b, s.Container)
 	for _, v := range [...]float64{s.GPUUtil, s.GrEngineActive, s.SMActive, s.FBUsedMiB, s.PowerWatts} {
-		b = binary.BigEndian.AppendUint32(b, 4)
-		b = binary.BigEndian.AppendUint32(b, math.Float32bits(float32(v)))
+		b = appendReal(b, v)
 	}
-	return b
+	b = appendText(b, s.GPUInstance)
+	b = appendText(b, s.GPUInstanceProfile)
+	// A whole GPU's share is 0 in GPUSample and 1 in the column.
+	share := s.ComputeShare
+	if share == 0 {
+		share = 1
+	}
+	return appendReal(b, share)
+}
+
+func appendReal(b []byte, v float64) []byte {
+	b = binary.BigEndian.AppendUint32(b, 4)
+	return binary.BigEndian.AppendUint32(b, math.Float32bits(float32(v)))
 }
 
 func appendText(b []byte, s string) []byte {

@@ -14,6 +14,7 @@ import (
 var sampleColumns = []string{
 	"ts", "gpu_uuid", "node", "gpu_index", "pod_namespace", "pod_name", "container",
 	"gpu_util", "gr_engine_active", "sm_active", "fb_used_mib", "power_w",
+	"gpu_instance", "gpu_instance_profile", "compute_share",
 }
 
 // CopyGPUSamples bulk-loads samples with COPY after making sure their days
@@ -95,16 +96,17 @@ func (s *Store) RollupGPUMinutes(ctx context.Context, from, to time.Time) (int64
 	return tag.RowsAffected(), nil
 }
 
-// The holder of a GPU in a minute is the pod seen in most of its samples
-// (ties go to the smaller namespace/name, so reruns agree); a GPU shared
-// between pods inside one minute is rare enough that per-minute attribution
-// is what dashboards want.
+// The holder of a GPU (or of a MIG instance: each is its own row) in a
+// minute is the pod seen in most of its samples (ties go to the smaller
+// namespace/name, so reruns agree); a GPU shared between pods inside one
+// minute is rare enough that per-minute attribution is what dashboards want.
 const rollupMinutesSQL = `
-INSERT INTO gpu_minutes AS m (minute, gpu_uuid, node, pod_namespace, pod_name, samples,
-    gpu_util_avg, gr_engine_active_avg, sm_active_avg, fb_used_mib_max, power_w_avg)
-SELECT minute, gpu_uuid, node, holder[1], holder[2], samples, util, gr, sm, fb, pw
+INSERT INTO gpu_minutes AS m (minute, gpu_uuid, gpu_instance, gpu_instance_profile, compute_share, node,
+    pod_namespace, pod_name, samples, gpu_util_avg, gr_engine_active_avg, sm_active_avg, fb_used_mib_max, power_w_avg)
+SELECT minute, gpu_uuid, gpu_instance, profile, share, node, holder[1], holder[2], samples, util, gr, sm, fb, pw
 FROM (
-    SELECT date_trunc('minute', ts) AS minute, gpu_uuid,
+    SELECT date_trunc('minute', ts) AS minute, gpu_uuid, gpu_instance,
+           max(gpu_instance_profile) AS profile, max(compute_share) AS share,
            max(node) AS node,
            mode() WITHIN GROUP (ORDER BY ARRAY[pod_namespace, pod_name]) AS holder,
            count(*) AS samples,
@@ -112,9 +114,11 @@ FROM (
            max(fb_used_mib) AS fb, avg(power_w) AS pw
     FROM gpu_samples
     WHERE ts >= $1 AND ts < $2
-    GROUP BY 1, 2
+    GROUP BY 1, 2, 3
 ) g
-ON CONFLICT (gpu_uuid, minute) DO UPDATE SET
+ON CONFLICT (gpu_uuid, minute, gpu_instance) DO UPDATE SET
+    gpu_instance_profile = EXCLUDED.gpu_instance_profile,
+    compute_share = EXCLUDED.compute_share,
     node = EXCLUDED.node,
     pod_namespace = EXCLUDED.pod_namespace,
     pod_name = EXCLUDED.pod_name,
@@ -125,10 +129,16 @@ ON CONFLICT (gpu_uuid, minute) DO UPDATE SET
     fb_used_mib_max = EXCLUDED.fb_used_mib_max,
     power_w_avg = EXCLUDED.power_w_avg`
 
-// GPUMinute is one row of the per-minute rollup.
+// GPUMinute is one row of the per-minute rollup: a whole GPU's, or with
+// GPUInstance set a MIG instance's.
 type GPUMinute struct {
-	Minute            time.Time
-	GPUUUID           string
+	Minute             time.Time
+	GPUUUID            string
+	GPUInstance        string
+	GPUInstanceProfile string
+	// ComputeShare is the instance's share of its GPU's compute; 1 for a
+	// whole GPU.
+	ComputeShare      float64
 	Node              string
 	PodNamespace      string
 	PodName           string
@@ -140,21 +150,23 @@ type GPUMinute struct {
 	PowerWattsAvg     float64
 }
 
-// GPUMinutes reads one GPU's rollup over [from, to).
+// GPUMinutes reads one GPU's rollup over [from, to), its instances' rows
+// after the whole GPU's in each minute.
 func (s *Store) GPUMinutes(ctx context.Context, gpuUUID string, from, to time.Time) ([]GPUMinute, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT minute, gpu_uuid, node, pod_namespace, pod_name, samples, gpu_util_avg,
-		       gr_engine_active_avg, sm_active_avg, fb_used_mib_max, power_w_avg
-		FROM gpu_minutes WHERE gpu_uuid = $1 AND minute >= $2 AND minute < $3 ORDER BY minute`, gpuUUID, from, to)
+		SELECT minute, gpu_uuid, gpu_instance, gpu_instance_profile, compute_share, node, pod_namespace, pod_name,
+		       samples, gpu_util_avg, gr_engine_active_avg, sm_active_avg, fb_used_mib_max, power_w_avg
+		FROM gpu_minutes WHERE gpu_uuid = $1 AND minute >= $2 AND minute < $3 ORDER BY minute, gpu_instance`, gpuUUID, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("read GPU minutes of %s: %w", gpuUUID, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (GPUMinute, error) {
 		var m GPUMinute
-		var util, gr, sm, fb, pw float32
-		err := r.Scan(&m.Minute, &m.GPUUUID, &m.Node, &m.PodNamespace, &m.PodName, &m.Samples, &util, &gr, &sm, &fb, &pw)
-		m.GPUUtilAvg, m.GrEngineActiveAvg, m.SMActiveAvg, m.FBUsedMiBMax, m.PowerWattsAvg =
-			float64(util), float64(gr), float64(sm), float64(fb), float64(pw)
+		var share, util, gr, sm, fb, pw float32
+		err := r.Scan(&m.Minute, &m.GPUUUID, &m.GPUInstance, &m.GPUInstanceProfile, &share, &m.Node, &m.PodNamespace, &m.PodName,
+			&m.Samples, &util, &gr, &sm, &fb, &pw)
+		m.ComputeShare, m.GPUUtilAvg, m.GrEngineActiveAvg, m.SMActiveAvg, m.FBUsedMiBMax, m.PowerWattsAvg =
+			float64(share), float64(util), float64(gr), float64(sm), float64(fb), float64(pw)
 		return m, err
 	})
 	if err != nil {
