@@ -356,6 +356,20 @@ var rules = []rule{
 	{text: "NonPreemptibleOverQuota", contains: true, category: schedloop.WaitQueueLimit},
 	{text: "quota has reached the allowable limit of ", contains: true, category: schedloop.WaitQueueLimit},
 
+	// The in-tree DynamicResources plugin (k8s.io/kubernetes
+	// pkg/scheduler/framework/plugins/dynamicresources): a node whose devices
+	// cannot satisfy the pod's claims, or whose devices are held by another
+	// pod, is a device shortage; GPUs asked as nvidia.com/gpu but served by
+	// DRA (the extended-resource mapping) say "cannot fit resource". A claim
+	// already allocated on another node pins the pod there, as a selector
+	// would. Claims not yet created, being deleted or being allocated are
+	// lifecycle waits, left as other.
+	{text: "cannot allocate all claims", category: schedloop.WaitInsufficientGPU},
+	{text: "cannot fit resource", category: schedloop.WaitInsufficientGPU},
+	{text: "cannot schedule extended resource claim", category: schedloop.WaitInsufficientGPU},
+	{text: "resourceclaim in use", category: schedloop.WaitInsufficientGPU},
+	{text: "resourceclaim not available on the node", category: schedloop.WaitTaintAffinity},
+
 	{text: "waiting for the preemption for this pod", category: schedloop.WaitPreemption},
 	{text: "No preemption victims found", category: schedloop.WaitPreemption},
 	{text: "Preemption is not helpful", category: schedloop.WaitPreemption},
