@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/api/apitest"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/store"
@@ -202,4 +203,31 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("diff on the page:\n%s\nwant:\n%s", got, strings.Join(wantDiff, "\n"))
 	}
 	shot("profiles.png")
+
+	// Page 4: the inventory, a partitioned GPU's instances under it.
+	const migGPU = "GPU-mig-e2e"
+	if err := st.RecordGPUs(context.Background(), []schedloop.GPU{
+		{UUID: migGPU, Node: "mig-node", Index: 0, Model: "NVIDIA A100-SXM4-80GB", MIGProfile: "1g.10gb", Instance: "9"},
+		{UUID: migGPU, Node: "mig-node", Index: 0, Model: "NVIDIA A100-SXM4-80GB", MIGProfile: "3g.40gb", Instance: "2"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(browser, chromedp.Navigate(base+"/#/gpus"), ready("gpus"),
+		chromedp.SetValue(chromedp.CSS(`input[name=node]`), "mig-node"),
+		chromedp.Click(chromedp.CSS(`#filters button`)), ready("gpus"),
+		chromedp.WaitVisible(chromedp.CSS(`tr.instance[data-instance="9"]`))); err != nil {
+		t.Fatalf("GPUs page: %v", err)
+	}
+	noError()
+	for inst, want := range map[string]string{"2": "42.9% of the GPU", "9": "14.3% of the GPU"} {
+		if got := text(`tr.instance[data-uuid="` + migGPU + `"][data-instance="` + inst + `"] [data-testid=instance-share]`); got != want {
+			t.Errorf("GPUs page: instance %s shows %q, want %q", inst, got, want)
+		}
+	}
+	// Instances follow their GPU's row, in instance order.
+	if got := text(`[data-testid=gpus] tbody`); !strings.Contains(got, migGPU) ||
+		strings.Index(got, "instance 2") < strings.Index(got, migGPU) || strings.Index(got, "instance 9") < strings.Index(got, "instance 2") {
+		t.Errorf("GPUs page: instances are not listed under their GPU:\n%s", got)
+	}
+	shot("gpus.png")
 }

@@ -129,6 +129,7 @@ func Register(r *gin.Engine, st *store.Store, opts Options) {
 		"/profiles":      h.profiles,
 		"/profiles/diff": h.profileDiff,
 		"/profiles/:id":  h.profile,
+		"/gpus":          h.gpus,
 	} {
 		g.GET(path, fn)
 		g.HEAD(path, fn)
@@ -809,4 +810,60 @@ func (h *handler) profileDiff(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, diff(pa, pb))
+}
+
+// gpuJSON is one GPU of the inventory with its MIG instances under it.
+type gpuJSON struct {
+	UUID         string         `json:"uuid"`
+	Node         string         `json:"node"`
+	Index        int            `json:"index"`
+	Model        string         `json:"model"`
+	NVLinkDomain string         `json:"nvlink_domain"`
+	Instances    []instanceJSON `json:"instances"`
+}
+
+type instanceJSON struct {
+	ID           string  `json:"id"`
+	Profile      string  `json:"profile"`
+	ComputeShare float64 `json:"compute_share"`
+}
+
+// gpus lists the inventory's GPUs (of the nodes asked for, or all), each
+// with its MIG instances, at most limit GPUs.
+func (h *handler) gpus(c *gin.Context) {
+	q, ok := h.query(c)
+	if !ok {
+		return
+	}
+	ctx, cancel := h.ctx(c)
+	defer cancel()
+	nodes := q.Nodes
+	if len(nodes) == 0 {
+		nodes = []string{""}
+	}
+	out := []gpuJSON{}
+	truncated := false
+	for _, n := range nodes {
+		gs, err := h.st.ListGPUs(ctx, n)
+		if err != nil {
+			h.fail(c, err)
+			return
+		}
+		for _, g := range gs {
+			if g.Instance == "" {
+				if len(out) == q.Limit {
+					truncated = true
+					break
+				}
+				out = append(out, gpuJSON{UUID: g.UUID, Node: g.Node, Index: g.Index, Model: g.Model,
+					NVLinkDomain: g.NVLinkDomain, Instances: []instanceJSON{}})
+				continue
+			}
+			// Stored instances passed MIGComputeShare when recorded.
+			share, _ := schedloop.MIGComputeShare(g.Model, g.MIGProfile)
+			last := &out[len(out)-1]
+			last.Instances = append(last.Instances, instanceJSON{ID: g.Instance, Profile: g.MIGProfile, ComputeShare: share})
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"gpus": out, "truncated": truncated})
 }

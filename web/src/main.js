@@ -1,4 +1,4 @@
-// The dashboard: three pages behind a hash router (#/idle, #/why, #/profiles),
+// The dashboard: four pages behind a hash router (#/idle, #/why, #/profiles, #/gpus),
 // each a function that fetches from /api/v1 and renders into <main>.
 import './style.css'
 import { get } from './api.js'
@@ -53,7 +53,7 @@ function renderRoute() {
   document.querySelectorAll('nav a').forEach((a) => a.classList.toggle('active', a.dataset.page === page))
   clear()
   const params = new URLSearchParams(qs || '')
-  const render = { idle: idlePage, why: whyPage, profiles: profilesPage }[page] || idlePage
+  const render = { idle: idlePage, why: whyPage, profiles: profilesPage, gpus: gpusPage }[page] || idlePage
   main.dataset.page = page
   main.dataset.ready = 'false'
   return render(params).then(
@@ -63,6 +63,30 @@ function renderRoute() {
       main.dataset.ready = 'true'
     },
   )
+}
+
+// ---------------------------------------------------------------- GPUs page
+
+// The inventory: each GPU, and a partitioned GPU's MIG instances under it
+// with their share of its compute (the weight the idle split gives them).
+async function gpusPage() {
+  const f = filters()
+  const g = await get('/gpus', { node: f.node, limit: 500 })
+  const rows = g.gpus.map((x) => {
+    const head = `<tr class="gpu" data-uuid="${esc(x.uuid)}"><td>${esc(x.node)}</td><td class="num">${x.index}</td>
+      <td>${esc(x.uuid)}</td><td>${esc(x.model)}</td>
+      <td>${x.instances.length ? `MIG, ${x.instances.length} instance${x.instances.length > 1 ? 's' : ''}` : 'whole GPU'}</td></tr>`
+    const inst = x.instances.map((i) => `<tr class="instance" data-uuid="${esc(x.uuid)}" data-instance="${esc(i.id)}">
+      <td></td><td></td><td class="indent">└ instance ${esc(i.id)}</td><td>${esc(i.profile)}</td>
+      <td data-testid="instance-share">${pct(i.compute_share)} of the GPU</td></tr>`).join('')
+    return head + inst
+  }).join('')
+  main.innerHTML = `
+    <h1>GPUs</h1>
+    <section class="card"><h2>Inventory <small>MIG instances under their GPU, counted in idle time by their share of its compute</small></h2>
+      <table data-testid="gpus"><thead><tr><th>node</th><th class="num">index</th><th>UUID</th><th>model / profile</th><th></th></tr></thead>
+      <tbody>${rows || '<tr><td colspan="5">no GPU recorded yet</td></tr>'}</tbody></table>
+      ${g.truncated ? '<p><small>more GPUs than shown: filter by node</small></p>' : ''}</section>`
 }
 
 // ---------------------------------------------------------------- idle page
