@@ -38,3 +38,24 @@ func TestMIGComputeShare(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMIGComputeShare holds what the idle split relies on for any profile a
+// page can carry: a share in (0, 1], or an error.
+func FuzzMIGComputeShare(f *testing.F) {
+	for _, p := range []string{"", "1g.5gb", "3g.40gb", "1c.2g.35gb", "1g.10gb+me", "7g.80gb", "0g.1gb", "99999999999999999999g.1gb", "g.", "-1g.5gb"} {
+		f.Add("NVIDIA A100-SXM4-80GB", p)
+		f.Add("NVIDIA A30", p)
+	}
+	f.Fuzz(func(t *testing.T, model, profile string) {
+		share, err := MIGComputeShare(model, profile)
+		if err != nil {
+			if share != 0 {
+				t.Fatalf("MIGComputeShare(%q, %q) = %v with error %v", model, profile, share, err)
+			}
+			return
+		}
+		if !(share > 0 && share <= 1) {
+			t.Fatalf("MIGComputeShare(%q, %q) = %v, outside (0, 1]", model, profile, share)
+		}
+	})
+}
