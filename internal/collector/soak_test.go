@@ -235,7 +235,10 @@ func BenchmarkSoak(b *testing.B) {
 	b.Logf("growth from the first reading to the last: RSS %d -> %d MiB, goroutines %d -> %d; peak ingest lag %.1f s, %.1f s outside Postgres cuts (scrape interval %s)",
 		firstRSS>>20, lastRSS>>20, firstGoroutines, lastGoroutines, peakLag.Seconds(), peakLagCalm.Seconds(), soakScrape)
 	// Lost: served by the good exporters and not stored once.
+	b.Logf("of the samples served, %d were in pages the collector gave up on before reading them (scrape timeout or the end of the soak)",
+		soakUndelivered.Load())
 	b.ReportMetric(float64(served.Load()-(stored-dups)), "soak_samples_lost@samples")
+	b.ReportMetric(float64(soakUndelivered.Load()), "soak_samples_in_abandoned_scrapes@samples")
 	b.ReportMetric(float64(dups), "soak_duplicates@samples")
 	b.ReportMetric(float64(peakRSS)/(1<<20), "soak_peak_rss_mib@MiB")
 	b.ReportMetric(float64(peakGoroutines), "soak_peak_goroutines@goroutines")
@@ -328,8 +331,9 @@ func countingProxy(b *testing.B, target string, served *atomic.Int64) string {
 		if err != nil {
 			return err
 		}
-		served.Add(int64(strings.Count(string(body), "\nDCGM_FI_DEV_GPU_UTIL{")))
-		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		n := int64(strings.Count(string(body), "\nDCGM_FI_DEV_GPU_UTIL{"))
+		served.Add(n)
+		r.Body = &undeliveredCounter{Reader: strings.NewReader(string(body)), n: n, ctx: r.Request.Context()}
 		r.ContentLength = int64(len(body))
 		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		return nil
@@ -342,6 +346,37 @@ func countingProxy(b *testing.B, target string, served *atomic.Int64) string {
 	go srv.Serve(ln)
 	b.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String() + u.Path
+}
+
+// soakUndelivered counts samples in pages the counting proxies read from an
+// exporter but could not hand to the collector, which had given up on the
+// scrape (its timeout, or the end of the soak): counted as served, they are
+// missed scrapes rather than samples lost after the collector had them.
+var soakUndelivered atomic.Int64
+
+// undeliveredCounter is a page's body that counts its samples in
+// soakUndelivered when the collector's request ends before it is read to
+// the end.
+type undeliveredCounter struct {
+	*strings.Reader
+	n    int64
+	ctx  context.Context
+	read bool
+}
+
+func (u *undeliveredCounter) Read(p []byte) (int, error) {
+	n, err := u.Reader.Read(p)
+	if err == io.EOF {
+		u.read = true
+	}
+	return n, err
+}
+
+func (u *undeliveredCounter) Close() error {
+	if !u.read || u.ctx.Err() != nil {
+		soakUndelivered.Add(u.n)
+	}
+	return nil
 }
 
 // startHostileTargets serves one target per kind of hostile exporter and
