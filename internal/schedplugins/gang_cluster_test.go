@@ -3,6 +3,9 @@ package schedplugins_test
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/schedloop/schedloop/internal/podgroup"
@@ -111,5 +114,44 @@ func TestGangTimeoutReleasesReservations(t *testing.T) {
 	e.waitBound("needy-", 3)
 	if b, _ := e.placement("slow-"); len(b) != 0 {
 		t.Fatalf("timed-out gang has %d members bound", len(b))
+	}
+}
+
+// Only lone pods preempt (scoring.PreemptsFor), as the simulator replays: a
+// high-priority gang that finds no room waits rather than have
+// DefaultPreemption evict pods for one member at a time, and a
+// high-priority lone pod still evicts.
+func TestOnlyLonePodsPreempt(t *testing.T) {
+	e := newEnv(t, gpuNodes("n", 2, nil), "")
+	high := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
+	if _, err := e.c.Client.SchedulingV1().PriorityClasses().Create(t.Context(), high, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	atHigh := func(p *corev1.Pod) { p.Spec.PriorityClassName = "high" }
+	e.pod("low-0", ours, 8)
+	e.pod("low-1", ours, 8)
+	e.waitBound("low-", 2)
+
+	e.gang("hi", ours, 2, 4, 0, atHigh)
+	note := e.waitReason("hi-0", "gang default/hi does not preempt")
+	t.Logf("gang at high priority: %s", note)
+	if bound, _ := e.placement("low-"); len(bound) != 2 {
+		t.Fatalf("low-priority pods bound after the gang's attempt: %v, want both", bound)
+	}
+	evs, err := e.c.Client.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		if ev.Reason == "Preempted" {
+			t.Fatalf("%s was preempted for %v: a gang's member must not preempt", ev.Regarding.Name, ev.Related)
+		}
+	}
+	e.deletePods("hi-")
+
+	e.pod("lone", ours, 8, atHigh)
+	e.waitBound("lone", 1)
+	if bound, _ := e.placement("low-"); len(bound) != 1 {
+		t.Fatalf("after the lone high-priority pod: low-priority pods bound %v, want one evicted", bound)
 	}
 }

@@ -18,13 +18,23 @@ import (
 //     start), keeping each that still lets the pod fit.
 //   - BetterPreemption is pickOneNodeForPreemption's order.
 //
+// Only a lone pod preempts (PreemptsFor): the gang plugin's PostFilter
+// runs before DefaultPreemption and ends the PostFilter phase for a gang's
+// member, so neither the scheduler nor the simulator evicts anything for a
+// gang.
+//
 // What the replay does not model: DefaultPreemption breaks a tie between
 // nodes equal on every criterion by map order (BetterPreemption by name),
 // and on clusters over 100 nodes it dry-runs a sample of them
-// (minCandidateNodesPercentage) from a random offset. It lets a gang's
-// member preempt like a lone pod and evicts only the pods on the chosen
-// node; the simulator never preempts for a gang and stops a victim's whole
-// job.
+// (minCandidateNodesPercentage) from a random offset. It evicts only the
+// pods on the chosen node; the simulator stops a victim's whole job.
+
+// PreemptsFor reports whether a pod of a job of members pods that fits
+// nowhere may evict lower-priority pods: only a lone pod (members <= 1)
+// may. DefaultPreemption, asked by one member of a gang, would evict pods
+// on one node for that member alone, emptying GPUs for a gang that may
+// still not start; a gang waits for room instead.
+func PreemptsFor(members int) bool { return members <= 1 }
 
 // Preemptible reports whether a running job that started at started may be
 // a preemption victim at now: never a job marked non-preemptible, never one

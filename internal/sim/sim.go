@@ -27,9 +27,9 @@ type Config struct {
 	// Preemption lets a lone pod that fits nowhere evict lower-priority pods
 	// by kube-scheduler's DefaultPreemption rules (scoring.SelectVictims,
 	// scoring.BetterPreemption), which the scheduler profile keeps. Gangs do
-	// not preempt here, and a victim's whole job is stopped; live,
-	// DefaultPreemption lets a gang member preempt and evicts only the pods
-	// on the chosen node (see internal/scoring/preempt.go).
+	// not preempt (scoring.PreemptsFor), here or live; a victim's whole job
+	// is stopped, where DefaultPreemption evicts only the pods on the
+	// chosen node (see internal/scoring/preempt.go).
 	Preemption bool
 	// HighPriority is the priority at or above which a job counts as
 	// critical for Metrics.P95HighPriorityWait.
@@ -488,7 +488,7 @@ func (r *replay) schedule(t time.Duration) {
 		// A job its queue refuses does not preempt: evictions free no share
 		// of its queue (live, the queue plugin's refusal is unresolvable by
 		// preemption), and placing it would carry its queue past the limit.
-		if r.cfg.Preemption && js.job.Members == 1 && js.status == waiting && js.job.Priority > r.lowest &&
+		if r.cfg.Preemption && scoring.PreemptsFor(js.job.Members) && js.status == waiting && js.job.Priority > r.lowest &&
 			scoring.QueueAdmits(r.cfg.Limit(js.job.Queue), r.usage[js.job.Queue], js.job.DemandMilli(), false) && r.preempt(js, t) {
 			continue
 		}

@@ -18,6 +18,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -190,19 +191,34 @@ func (g *Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // PostFilter releases the gang when a member finds no node while others
 // already hold reservations: waiting for the timeout would only keep GPUs
-// idle.
+// idle. For a gang's member it also ends the PostFilter phase (the
+// profile runs this plugin's PostFilter before DefaultPreemption's):
+// scoring.PreemptsFor lets only lone pods preempt, as the simulator
+// replays.
 func (g *Gang) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	cg := readGang(state)
-	if cg == nil {
+	key, name, ok := podspec.GangKey(pod)
+	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	c := g.mgr.Count(cg.key)
-	if g.mgr.Reserving(cg.key) && c.Placed < cg.min {
-		why := reasons.GangIncomplete(pod.Namespace, cg.name, c.Placed, cg.min)
-		g.mgr.Release(cg.key, Name, why)
+	why := ""
+	if cg := readGang(state); cg != nil {
+		c := g.mgr.Count(cg.key)
+		if g.mgr.Reserving(cg.key) && c.Placed < cg.min {
+			why = reasons.GangIncomplete(pod.Namespace, cg.name, c.Placed, cg.min)
+			g.mgr.Release(cg.key, Name, why)
+		}
+	}
+	members := 0
+	if pg, err := g.mgr.PodGroup(pod.Namespace, name); err == nil {
+		members = int(pg.Spec.MinMember)
+	}
+	if members == 0 || scoring.PreemptsFor(members) {
+		// A PodGroup of one is a lone pod; one that is gone leaves the
+		// pod to DefaultPreemption as before it was grouped.
 		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}
-	return nil, fwk.NewStatus(fwk.Unschedulable)
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, strings.TrimPrefix(why+"; ", "; ")+
+		fmt.Sprintf("gang %s does not preempt: only lone pods evict others", key))
 }
 
 // Reserve records the member's reservation.

@@ -173,9 +173,14 @@ func schedulerConfig(t testing.TB, kubeconfig string) string {
 	multi["enabled"] = append(multi["enabled"].([]any), map[string]any{"name": stepperName})
 	// Named in both multiPoint and an extension point, the stepper runs
 	// first there: its PreFilter counts cycles another PreFilter ends, and
-	// its PostFilter runs before preemption's.
+	// its PostFilter runs before preemption's (and before the plugins the
+	// shipped configuration names there, in their order).
 	for _, point := range []string{"preFilter", "postFilter"} {
-		plugins[point] = map[string]any{"enabled": []any{map[string]any{"name": stepperName}}}
+		var enabled []any
+		if set, ok := plugins[point].(map[string]any); ok {
+			enabled, _ = set["enabled"].([]any)
+		}
+		plugins[point] = map[string]any{"enabled": append([]any{map[string]any{"name": stepperName}}, enabled...)}
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
