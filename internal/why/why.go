@@ -399,10 +399,17 @@ func Label(category string, rs map[string]int, totalNodes int, message string) s
 	if len(rs) > 0 {
 		keys := slices.Sorted(maps.Keys(rs))
 		sort.SliceStable(keys, func(i, j int) bool { return rs[keys[i]] > rs[keys[j]] })
+		// A count of 0 marks a reason about the pod or job rather than about
+		// nodes (a PreFilter rejection, Kueue's quota, a Volcano gang): it is
+		// shown without a count.
 		var parts []string
 		for i, k := range keys {
 			if i == 3 {
 				break
+			}
+			if rs[k] == 0 {
+				parts = append(parts, k)
+				continue
 			}
 			parts = append(parts, fmt.Sprintf("%d %s", rs[k], k))
 		}

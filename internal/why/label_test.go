@@ -1,0 +1,27 @@
+package why
+
+import (
+	"testing"
+
+	"github.com/schedloop/schedloop"
+)
+
+func TestLabelPodWideReasons(t *testing.T) {
+	for _, tt := range []struct {
+		category string
+		rs       map[string]int
+		nodes    int
+		want     string
+	}{
+		{string(schedloop.WaitQuota), map[string]int{"insufficient quota for nvidia.com/gpu in flavor h100": 0}, 0,
+			"waiting for quota: insufficient quota for nvidia.com/gpu in flavor h100"},
+		{string(schedloop.WaitVolume), map[string]int{"pod has unbound immediate PersistentVolumeClaims": 0}, 0,
+			"volumes: pod has unbound immediate PersistentVolumeClaims"},
+		{string(schedloop.WaitTaintAffinity), map[string]int{"node(s) had untolerated taint(s)": 5}, 5,
+			"taints/affinity: 5 node(s) had untolerated taint(s) (of 5 nodes)"},
+	} {
+		if got := Label(tt.category, tt.rs, tt.nodes, ""); got != tt.want {
+			t.Errorf("Label(%s, %v) = %q, want %q", tt.category, tt.rs, got, tt.want)
+		}
+	}
+}
