@@ -20,6 +20,7 @@ import (
 
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/harness/player"
+	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/trace"
 )
 
@@ -46,6 +47,7 @@ type config struct {
 	scheduler, exitWhenDone    bool
 	heartbeat                  time.Duration
 	verbose                    bool
+	gangAPI                    string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -70,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.exitWhenDone, "exit-when-done", false, "exit once every trace job has ended instead of serving until interrupted")
 	fs.DurationVar(&c.heartbeat, "heartbeat", 10*time.Second, "wall interval of node heartbeats")
 	fs.BoolVar(&c.verbose, "v", false, "log apiserver, etcd and scheduler output to stderr")
+	fs.StringVar(&c.gangAPI, "gang-api", string(podgroup.APIWorkload), "how replayed jobs are declared as gangs: workload (Kubernetes Workload API, scheduling.k8s.io/v1beta1: a Workload, its PodGroup, pods' spec.schedulingGroup) or podgroup (scheduler-plugins PodGroup CRD and pod label)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -141,6 +144,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	gangAPI, err := podgroup.ParseAPI(c.gangAPI)
+	if err != nil {
+		return fmt.Errorf("flag -gang-api: %w", err)
+	}
 	inv, err := loadInventory(c, fanout)
 	if err != nil {
 		return err
@@ -153,7 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("flag -speed: %w", err)
 	}
-	opts := harness.Options{Dir: c.dir, Kubeconfig: c.kubeconfig}
+	opts := harness.Options{Dir: c.dir, Kubeconfig: c.kubeconfig, WorkloadAPI: gangAPI == podgroup.APIWorkload}
 	if c.verbose {
 		opts.Log = stderr
 	}
@@ -182,7 +189,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "kube-scheduler running")
 	}
 	if len(jobs) > 0 {
-		p, err := player.New(cluster.Client, cluster.Dynamic, jobs, player.Options{Clock: clock})
+		p, err := player.New(cluster.Client, cluster.Dynamic, jobs, player.Options{Clock: clock, GangAPI: gangAPI})
 		if err != nil {
 			return err
 		}

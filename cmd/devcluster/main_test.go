@@ -32,6 +32,22 @@ func TestRunReplaysAndExits(t *testing.T) {
 	}
 }
 
+// The legacy PodGroup CRD keeps replaying.
+func TestRunReplaysPodGroupCRDGangs(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{
+		"-nodes", "4", "-jobs", "6", "-speed", "3000", "-exit-when-done", "-gang-api", "podgroup",
+		"-dir", filepath.Join(dir, "data"), "-kubeconfig", filepath.Join(dir, "kc"),
+	}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "6 of 6 jobs ended") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
 func TestFlagErrorsNameTheFlag(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -41,6 +57,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-nodes", "0"}, "flag -nodes: 0"},
 		{[]string{"-speed", "-1", "-nodes", "1"}, "flag -speed"},
 		{[]string{"extra"}, "unexpected arguments: extra"},
+		{[]string{"-gang-api", "crd"}, `flag -gang-api: gang API "crd"`},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(t.Context(), c.args, &out, &errOut)

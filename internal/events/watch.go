@@ -23,6 +23,7 @@ import (
 
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/podspec"
 )
 
 // Store is what the watcher writes; *store.Store is one. Every method merges
@@ -306,15 +307,12 @@ func (w *Watcher) handle(kind string, obj any, deleted bool) {
 	}
 }
 
-// gangOf names the gang a pod declares, "" for a lone pod.
+// gangOf names the gang a pod declares, "" for a lone pod, as the scheduler
+// reads it (podspec.Gang): either API's group, and none for a pod declaring
+// one both ways, which the scheduler refuses and so places as no gang.
 func gangOf(pod *corev1.Pod) string {
-	if name := pod.Labels[podgroup.LabelPodGroup]; name != "" {
-		return pod.Namespace + "/" + name
-	}
-	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
-		return pod.Namespace + "/" + *sg.PodGroupName
-	}
-	return ""
+	key, _, _ := podspec.GangKey(pod)
+	return key
 }
 
 // Flush writes the pending changes. On error they stay pending (merged with

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -55,6 +57,15 @@ type Options struct {
 	// Log receives the apiserver's, etcd's and klog's output. Nil discards it.
 	// klog is process-wide: the last Start decides where it goes.
 	Log io.Writer
+	// WorkloadAPI serves the Kubernetes Workload API (scheduling.k8s.io/v1beta1)
+	// and turns its feature gate GenericWorkload on, so gangs can be declared
+	// as Workloads and their PodGroups. The gate is process-wide: once a
+	// cluster of a process asks for it, every later cluster and scheduler of
+	// that process serves and runs with it. It is off by default because kube-scheduler
+	// 1.37 places pods markedly slower with it on (a 200-job replay through
+	// the stock profile, TestReplayTraceWithStockScheduler, no longer ends
+	// within its minute).
+	WorkloadAPI bool
 }
 
 // Cluster is a running kube-apiserver backed by an embedded etcd, with the
@@ -97,7 +108,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	c.stops = append(c.stops, stopEtcd)
 
-	if err := c.startAPIServer(ctx, etcdURL, opts.Log); err != nil {
+	if err := c.startAPIServer(ctx, etcdURL, opts.Log, opts.WorkloadAPI); err != nil {
 		return nil, err
 	}
 	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
@@ -156,20 +167,57 @@ var apiserverFlags = []string{
 	"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 }
 
-func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string, log io.Writer) error {
+// workloadAPIFeatures are the feature gates Options.WorkloadAPI turns on:
+// GenericWorkload serves the Workload API (Workload, PodGroup, pods'
+// spec.schedulingGroup) and has kube-scheduler place a Workload API gang in
+// one pod-group cycle with its GangScheduling plugin.
+var workloadAPIFeatures = map[string]bool{"GenericWorkload": true}
+
+var (
+	featuresMu sync.Mutex
+	featuresOn bool
+)
+
+// workloadAPIOn turns workloadAPIFeatures on for the process when asked
+// to, once, and never off, and reports whether they are on. Both the
+// apiserver and kube-scheduler read the process-wide gate; undoing it when
+// one cluster stops would pull it from under another still running beside
+// it. Once it is on, every later apiserver of the process must serve the
+// API too: a scheduler with the gate on waits at start-up for the
+// PodGroups it then watches.
+func workloadAPIOn(ask bool) (bool, error) {
+	featuresMu.Lock()
+	defer featuresMu.Unlock()
+	if featuresOn || !ask {
+		return featuresOn, nil
+	}
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(workloadAPIFeatures); err != nil {
+		return false, fmt.Errorf("enable feature gates %v: %w", workloadAPIFeatures, err)
+	}
+	featuresOn = true
+	return true, nil
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string, log io.Writer, workloadAPI bool) error {
+	flags := apiserverFlags
+	on, err := workloadAPIOn(workloadAPI)
+	if err != nil {
+		return err
+	}
+	if on {
+		// Beta APIs are off by default: scheduling.k8s.io/v1beta1 is asked for.
+		flags = append(slices.Clip(flags), "--runtime-config="+podgroup.WorkloadGroupVersion+"=true")
+	}
 	storage := storagebackend.NewDefaultConfig("/registry", nil)
 	storage.Transport.ServerList = []string{etcdURL}
 	tb := &processTB{name: "schedloop-harness", dir: c.Dir, log: log}
 	tCtx := ktesting.InitCtx(klog.NewContext(ctx, klog.Background()), tb)
-	var (
-		server apiservertesting.TestServer
-		err    error
-	)
+	var server apiservertesting.TestServer
 	func() {
 		defer tb.recoverFatal(&err)
 		server, err = apiservertesting.StartTestServer(tCtx, &apiservertesting.TestServerInstanceOptions{
 			DisableInvariantChecks: true,
-		}, apiserverFlags, storage)
+		}, flags, storage)
 	}()
 	// The test server registers part of its own teardown through Cleanup.
 	c.onStop(tb.runCleanups)

@@ -1,6 +1,9 @@
 // Package podgroup is schedloop's copy of the scheduler-plugins PodGroup API
 // (scheduling.x-k8s.io/v1alpha1): the CRD that clusters need installed, the
-// Go type, and dynamic-client helpers to create, read and list groups.
+// Go type, and dynamic-client helpers to create, read and list groups. It
+// also reads the Kubernetes Workload API's pod groups (scheduling.k8s.io,
+// workload.go) as the same gang, and makes them the way a job controller
+// does, so both kinds of gang mean one thing to schedloop.
 //
 // It deliberately does not import sigs.k8s.io/scheduler-plugins, whose
 // Kubernetes dependencies conflict with ours. It holds no gang logic.

@@ -41,7 +41,9 @@ const (
 	LabelGPUProduct = "nvidia.com/gpu.product"
 	// LabelQueue names a pod's queue: Kueue's label, accepted as is.
 	LabelQueue = "kueue.x-k8s.io/queue-name"
-	// LabelPodGroup names the PodGroup (same namespace) a pod belongs to.
+	// LabelPodGroup names the scheduler-plugins PodGroup (same namespace) a
+	// pod belongs to. A Kubernetes Workload API pod names its PodGroup in
+	// spec.schedulingGroup.podGroupName instead; see Gang.
 	LabelPodGroup = podgroup.LabelPodGroup
 
 	// AnnotationTopologyRequired on a gang's pods requires one topology
@@ -70,8 +72,10 @@ type Facts struct {
 	// Queue is the pod's queue, "" for none (never limited).
 	Queue string
 	// Gang is the pod's PodGroup name, "" for a lone pod; GangKey is
-	// namespace/name.
+	// namespace/name; GangAPI is the API the group is declared with. A pod
+	// naming a group in both APIs has none of the three (Read says why).
 	Gang, GangKey string
+	GangAPI       podgroup.API
 	// Priority is the pod's resolved priority (0 when none was set).
 	Priority int32
 	// TopologyRequired is the label key of the topology level the pod's
@@ -81,18 +85,20 @@ type Facts struct {
 
 // Read reads pod's scheduling facts. The error names the resource or field
 // that no node could honour the way it is written (a share outside 1..999,
-// a share beside whole GPUs); Facts are still filled as far as they could be
-// read, with the share dropped.
+// a share beside whole GPUs, a gang declared in both APIs); Facts are still
+// filled as far as they could be read, with the share or gang dropped.
 func Read(pod *corev1.Pod) (Facts, error) {
 	f := Facts{Queue: pod.Labels[LabelQueue], TopologyRequired: TopologyRequired(pod)}
-	if f.Gang = pod.Labels[LabelPodGroup]; f.Gang != "" {
-		f.GangKey = pod.Namespace + "/" + f.Gang
-	}
+	g, gangErr := Gang(pod)
+	f.Gang, f.GangKey, f.GangAPI = g.Name, g.Key, g.API
 	if pod.Spec.Priority != nil {
 		f.Priority = *pod.Spec.Priority
 	}
 	var err error
 	f.Request, f.MIG, err = request(pod)
+	if err == nil {
+		err = gangErr
+	}
 	return f, err
 }
 
@@ -162,13 +168,47 @@ func FormatDevices(devices []int) string {
 	return strings.Join(parts, ",")
 }
 
-// GangKey is namespace/name of the PodGroup pod belongs to.
+// GangRef is the pod group a pod belongs to.
+type GangRef struct {
+	// Key is namespace/name: one gang key for both APIs, so queue order,
+	// queue accounting, topology plans and reservations treat a Workload API
+	// gang exactly as a scheduler-plugins one. A namespace must not use one
+	// name in both APIs for different gangs.
+	Key, Name string
+	API       podgroup.API
+}
+
+// Gang is the pod group pod belongs to: the scheduler-plugins label
+// (LabelPodGroup) or the Workload API's spec.schedulingGroup.podGroupName.
+// The zero GangRef is a lone pod. A pod naming a group both ways is refused:
+// each API has its own minimum and policy, and no reading of the two can be
+// right for both, so the error says which two names it carries.
+func Gang(pod *corev1.Pod) (GangRef, error) {
+	label := pod.Labels[LabelPodGroup]
+	var workload string
+	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+		workload = *sg.PodGroupName
+	}
+	switch {
+	case label != "" && workload != "":
+		return GangRef{}, fmt.Errorf("pod %s/%s: belongs to scheduler-plugins PodGroup %q (label %s) and to Workload API PodGroup %q (spec.schedulingGroup.podGroupName); a pod may belong to one gang, declared one way",
+			pod.Namespace, pod.Name, label, LabelPodGroup, workload)
+	case label != "":
+		return GangRef{Key: pod.Namespace + "/" + label, Name: label, API: podgroup.APIPodGroup}, nil
+	case workload != "":
+		return GangRef{Key: pod.Namespace + "/" + workload, Name: workload, API: podgroup.APIWorkload}, nil
+	}
+	return GangRef{}, nil
+}
+
+// GangKey is namespace/name of the pod group pod belongs to, in either API
+// (see Gang); ok is false for a lone pod and for one declared both ways.
 func GangKey(pod *corev1.Pod) (key, name string, ok bool) {
-	name = pod.Labels[LabelPodGroup]
-	if name == "" {
+	g, err := Gang(pod)
+	if err != nil || g.Key == "" {
 		return "", "", false
 	}
-	return pod.Namespace + "/" + name, name, true
+	return g.Key, g.Name, true
 }
 
 // Queue is the queue pod is submitted to, "" for none.

@@ -42,6 +42,12 @@ func readCases() []*corev1.Pod {
 	gang.Spec.Priority = ptr.To[int32](1000)
 	both := podOf("both-topology-annotations", nil, nil)
 	both.Annotations = map[string]string{AnnotationKueueTopologyRequired: "kueue-level", AnnotationTopologyRequired: "schedloop-level"}
+	workload := podOf("workload-member", one("nvidia.com/gpu", "8"), nil)
+	workload.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("train-wl")}
+	workload.Labels = map[string]string{LabelQueue: "research"}
+	twoGangs := podOf("gang-declared-both-ways", one("nvidia.com/gpu", "1"), nil)
+	twoGangs.Labels = map[string]string{LabelPodGroup: "crd-gang"}
+	twoGangs.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("workload-gang")}
 	model := podOf("model", one("nvidia.com/gpu", "1"), nil)
 	model.Spec.NodeSelector = map[string]string{LabelGPUProduct: "NVIDIA-H100"}
 	return []*corev1.Pod{
@@ -56,7 +62,7 @@ func readCases() []*corev1.Pod {
 		podOf("fractional-share", one("schedloop.io/gpu-milli", "250500m"), nil),
 		podOf("share-beside-whole", one("schedloop.io/gpu-milli", "250", "nvidia.com/gpu", "1"), nil),
 		podOf("mig", one("nvidia.com/mig-1g.10gb", "2", "nvidia.com/mig-3g.40gb", "1"), nil),
-		gang, both, model,
+		gang, both, model, workload, twoGangs,
 	}
 }
 

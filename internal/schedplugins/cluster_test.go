@@ -51,7 +51,9 @@ func schedulerConfig(t testing.TB, kubeconfig string) string {
 
 func newEnv(t *testing.T, nodes []trace.Node, profileYAML string) *env {
 	t.Helper()
-	c := harness.NewForTest(t, harness.Options{})
+	// The Workload API is served in every test of this package: its gangs
+	// and the scheduler-plugins PodGroup's are placed side by side.
+	c := harness.NewForTest(t, harness.Options{WorkloadAPI: true})
 	ctx := t.Context()
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -193,14 +195,21 @@ func (e *env) waitFor(what string, cond func() bool) {
 // waitReason waits for a FailedScheduling event on pod whose note contains want.
 func (e *env) waitReason(pod, want string) string {
 	e.t.Helper()
+	return e.waitEvent(pod, want, func(name string) bool { return name == pod })
+}
+
+// waitEvent waits for a FailedScheduling event on a pod whose name matches
+// and whose note contains want, and returns the note.
+func (e *env) waitEvent(pods, want string, match func(name string) bool) string {
+	e.t.Helper()
 	var note string
-	e.waitFor(fmt.Sprintf("FailedScheduling on %s containing %q", pod, want), func() bool {
+	e.waitFor(fmt.Sprintf("FailedScheduling on %s containing %q", pods, want), func() bool {
 		evs, err := e.c.Client.EventsV1().Events(ns).List(e.t.Context(), metav1.ListOptions{})
 		if err != nil {
 			return false
 		}
 		for _, ev := range evs.Items {
-			if ev.Regarding.Name == pod && ev.Reason == "FailedScheduling" && strings.Contains(ev.Note, want) {
+			if match(ev.Regarding.Name) && ev.Reason == "FailedScheduling" && strings.Contains(ev.Note, want) {
 				note = ev.Note
 				return true
 			}

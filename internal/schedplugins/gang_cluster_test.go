@@ -53,18 +53,7 @@ func TestCompetingGangsDoNotDeadlock(t *testing.T) {
 	e := newEnv(t, gpuNodes("n", 2, nil), "")
 	e.gang("a", ours, 2, 8, 0)
 	e.gang("b", ours, 2, 8, 0)
-	var winner, loser string
-	e.waitFor("one gang bound", func() bool {
-		a, _ := e.placement("a-")
-		b, _ := e.placement("b-")
-		switch {
-		case len(a) == 2:
-			winner, loser = "a", "b"
-		case len(b) == 2:
-			winner, loser = "b", "a"
-		}
-		return winner != ""
-	})
+	winner, loser := e.oneGangWins("a", "b", 2)
 	e.waitReason(loser+"-0", "gang default/"+loser+" incomplete: 0/2 members")
 	if b, _ := e.placement(loser + "-"); len(b) != 0 {
 		t.Fatalf("waiting gang %s has %d members bound", loser, len(b))
@@ -154,4 +143,22 @@ func TestOnlyLonePodsPreempt(t *testing.T) {
 	if bound, _ := e.placement("low-"); len(bound) != 1 {
 		t.Fatalf("after the lone high-priority pod: low-priority pods bound %v, want one evicted", bound)
 	}
+}
+
+// oneGangWins waits until all members of gang a or of gang b are bound and
+// names that gang and the other.
+func (e *env) oneGangWins(a, b string, members int) (winner, loser string) {
+	e.t.Helper()
+	e.waitFor("one gang bound", func() bool {
+		boundA, _ := e.placement(a + "-")
+		boundB, _ := e.placement(b + "-")
+		switch {
+		case len(boundA) == members:
+			winner, loser = a, b
+		case len(boundB) == members:
+			winner, loser = b, a
+		}
+		return winner != ""
+	})
+	return winner, loser
 }

@@ -54,14 +54,17 @@ func TestGangLandsInOneNVLinkDomain(t *testing.T) {
 	t.Logf("stock profile placed the 4x8 gang on %v", stockNodes)
 }
 
-func TestQueueLimitHoldsUnderBurst(t *testing.T) {
-	e := newEnv(t, gpuNodes("n", 4, nil), `apiVersion: schedloop.io/v1
+// teamA16Profile limits queue team-a to 16 GPUs.
+const teamA16Profile = `apiVersion: schedloop.io/v1
 kind: SchedulingProfile
 name: queues-v1
 weights: {binpack: 1}
 queues:
   team-a: {maxGPUs: 16}
-`)
+`
+
+func TestQueueLimitHoldsUnderBurst(t *testing.T) {
+	e := newEnv(t, gpuNodes("n", 4, nil), teamA16Profile)
 	for i := range 10 {
 		e.pod("a-"+string(rune('0'+i)), ours, 4, inQueue("team-a"))
 	}

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/schedloop/schedloop/internal/schedplugins/gang"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
@@ -123,10 +125,18 @@ func (s *Set) manager(ctx context.Context, h fwk.Handle) (*core.Manager, error) 
 	if err != nil {
 		return nil, fmt.Errorf("podgroup client: %w", err)
 	}
-	m, err := core.New(ctx, core.Options{
+	o := core.Options{
 		Handle: h, PodInformer: h.SharedInformerFactory().Core().V1().Pods().Informer(),
 		Dynamic: dyn, Backoff: 2 * time.Second, SchedulerName: h.ProfileName(),
-	})
+	}
+	// The scheduler watches the Workload API's PodGroups itself where
+	// GenericWorkload is on; sharing its informer costs nothing. Where it is
+	// off, asking the shared factory for one would have the scheduler wait
+	// at start-up for an API that may not be served.
+	if utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
+		o.WorkloadPodGroups = h.SharedInformerFactory().Scheduling().V1beta1().PodGroups().Lister()
+	}
+	m, err := core.New(ctx, o)
 	if err != nil {
 		return nil, err
 	}

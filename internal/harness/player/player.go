@@ -9,6 +9,7 @@ package player
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -41,8 +42,15 @@ type Options struct {
 	SchedulerName string         // default the cluster's default scheduler
 	// ScheduleTimeoutSeconds, when set, goes into each PodGroup and
 	// overrides the profile's gang timeout for it. Default unset: the
-	// profile decides, as it does in the tuner's replays.
+	// profile decides, as it does in the tuner's replays. The Workload API
+	// has no such field: New refuses it with GangAPI podgroup.APIWorkload.
 	ScheduleTimeoutSeconds int32
+	// GangAPI is how each job is declared as a gang: podgroup.APIPodGroup
+	// (the default) a scheduler-plugins PodGroup and pods labelled into it;
+	// podgroup.APIWorkload a Workload with one gang template, the PodGroup
+	// made from it, and pods naming it in spec.schedulingGroup (the cluster
+	// must serve scheduling.k8s.io/v1beta1, as the harness's does).
+	GangAPI podgroup.API
 	// Submitters is how many jobs are created at once. Default 8.
 	Submitters int
 }
@@ -127,6 +135,19 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, jobs []trace.Job, o
 	if opts.Submitters <= 0 {
 		opts.Submitters = 8
 	}
+	switch opts.GangAPI {
+	case "":
+		opts.GangAPI = podgroup.APIPodGroup
+	case podgroup.APIPodGroup:
+	case podgroup.APIWorkload:
+		if opts.ScheduleTimeoutSeconds > 0 {
+			return nil, fmt.Errorf("player: ScheduleTimeoutSeconds %d: the Workload API has no schedule timeout; set gangTimeoutSeconds in the profile instead", opts.ScheduleTimeoutSeconds)
+		}
+	default:
+		if _, err := podgroup.ParseAPI(string(opts.GangAPI)); err != nil {
+			return nil, fmt.Errorf("player: %w", err)
+		}
+	}
 	jobs = append([]trace.Job(nil), jobs...)
 	trace.SortByArrival(jobs)
 	p := &Player{client: client, dyn: dyn, jobs: jobs, opts: opts,
@@ -190,6 +211,12 @@ func (p *Player) submit(ctx context.Context, name string, j trace.Job) error {
 	p.mu.Lock()
 	p.results[name].Submitted = time.Now()
 	p.mu.Unlock()
+	if p.opts.GangAPI == podgroup.APIWorkload {
+		if err := p.submitWorkload(ctx, name, j); err != nil {
+			return err
+		}
+		return p.createPods(ctx, name, j)
+	}
 	pg := podgroup.New(p.opts.Namespace, name, int32(j.Members))
 	if p.opts.ScheduleTimeoutSeconds > 0 {
 		pg.Spec.ScheduleTimeoutSeconds = ptr.To(p.opts.ScheduleTimeoutSeconds)
@@ -201,6 +228,26 @@ func (p *Player) submit(ctx context.Context, name string, j trace.Job) error {
 	if _, err := podgroup.Create(ctx, p.dyn, pg); err != nil {
 		return fmt.Errorf("job %s: %w", j.Name, err)
 	}
+	return p.createPods(ctx, name, j)
+}
+
+// submitWorkload declares job j as a job controller does with the Workload
+// API: a Workload whose one gang template needs every member, and the
+// PodGroup made from it.
+func (p *Player) submitWorkload(ctx context.Context, name string, j trace.Job) error {
+	w, pg := podgroup.NewWorkload(p.opts.Namespace, name, int32(j.Members))
+	labels := map[string]string{harness.LabelJob: name}
+	if j.Queue != "" {
+		labels[harness.LabelQueue] = queueLabel(j.Queue)
+	}
+	w.Labels, pg.Labels = labels, maps.Clone(labels)
+	if err := podgroup.CreateWorkload(ctx, p.client, w, pg); err != nil {
+		return fmt.Errorf("job %s: %w", j.Name, err)
+	}
+	return nil
+}
+
+func (p *Player) createPods(ctx context.Context, name string, j trace.Job) error {
 	for m := range j.Members {
 		pod := p.pod(name, m, j)
 		if _, err := p.client.CoreV1().Pods(p.opts.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -255,7 +302,10 @@ func (p *Player) EnsurePriorityClasses(ctx context.Context) error {
 func (p *Player) Pod(job string, member int, j trace.Job) *corev1.Pod { return p.pod(job, member, j) }
 
 func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
-	labels := map[string]string{podgroup.LabelPodGroup: job, harness.LabelJob: job}
+	labels := map[string]string{harness.LabelJob: job}
+	if p.opts.GangAPI != podgroup.APIWorkload {
+		labels[podgroup.LabelPodGroup] = job
+	}
 	if j.Queue != "" {
 		labels[harness.LabelQueue] = queueLabel(j.Queue)
 	}
@@ -287,6 +337,9 @@ func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 				Resources: corev1.ResourceRequirements{Requests: requests, Limits: res},
 			}},
 		},
+	}
+	if p.opts.GangAPI == podgroup.APIWorkload {
+		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(job)}
 	}
 	if j.Priority != 0 {
 		pod.Spec.PriorityClassName = PriorityClassName(j.Priority)

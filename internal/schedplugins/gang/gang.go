@@ -1,6 +1,12 @@
-// Package gang is the all-or-nothing plugin for PodGroups of the
-// scheduler-plugins API (label scheduling.x-k8s.io/pod-group, minMember,
-// scheduleTimeoutSeconds). It is a thin adapter over core.Manager and
+// Package gang is the all-or-nothing plugin for gangs declared either way:
+// PodGroups of the scheduler-plugins API (label scheduling.x-k8s.io/pod-group,
+// minMember, scheduleTimeoutSeconds) and PodGroups of the Kubernetes
+// Workload API (scheduling.k8s.io/v1beta1, pods naming one in
+// spec.schedulingGroup.podGroupName; gang.minCount is minMember and, the API
+// having no timeout field, the profile's gang timeout applies). Both get one
+// gang key (podspec.Gang) and so the same admission, reservation, topology
+// plan, queue accounting and order. A pod declaring a gang both ways is
+// refused, naming both. It is a thin adapter over core.Manager and
 // scoring.GangFit:
 //
 //   - PreFilter refuses a member while its gang has fewer than minMember
@@ -10,13 +16,18 @@
 //   - Reserve/Permit hold members until minMember are placed;
 //   - Unreserve and PostFilter release the whole gang's reservations.
 //
-// Pods of the Kubernetes Workload API (spec.schedulingGroup) are left to
-// the in-tree GangScheduling plugin, which the same profile keeps enabled
-// where the GenericWorkload feature is on.
+// Where the GenericWorkload feature is on, the profile keeps the in-tree
+// GangScheduling plugin too. It sees only Workload API gangs and holds them
+// back before this plugin does (PreEnqueue until minCount pods exist, and
+// all-or-nothing within the scheduler's pod-group cycle); a Workload API
+// member is placed only when both admit it. This plugin's timeout, fit
+// against other reserving gangs and backoff are the ones that bind, being
+// the stricter: the in-tree Permit waits five minutes.
 package gang
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -112,7 +123,9 @@ func New(obj runtime.Object, mgr *core.Manager, holder *profilewatch.Holder) (*G
 func (g *Gang) Name() string { return Name }
 
 // EventsToRegister says what may make a refused member schedulable: a new
-// member, a PodGroup created or changed, resources freed.
+// member, a group object (either API) created or changed, resources freed.
+// The scheduler delivers Workload API PodGroup events only where it serves
+// that API.
 func (g *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	pg := fwk.EventResource(fmt.Sprintf("podgroups.%s.%s", podgroup.Version, podgroup.Group))
 	return []fwk.ClusterEventWithHint{
@@ -120,6 +133,7 @@ func (g *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, er
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}},
 		{Event: fwk.ClusterEvent{Resource: pg, ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.PodGroup, ActionType: fwk.Add | fwk.Update}},
 	}, nil
 }
 
@@ -144,17 +158,24 @@ func readGang(state fwk.CycleState) *cycleGang {
 
 // PreFilter admits a gang member, or says plainly why its gang cannot start.
 func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	key, name, ok := podspec.GangKey(pod)
-	if !ok {
+	ref, err := podspec.Gang(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if ref.Key == "" {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	pg, err := g.mgr.PodGroup(pod.Namespace, name)
-	if apierrors.IsNotFound(err) {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %s not found", key))
-	} else if err != nil {
+	key, name := ref.Key, ref.Name
+	pg, err := g.mgr.Group(pod)
+	switch {
+	case errors.Is(err, core.ErrNotGang):
+		return nil, fwk.NewStatus(fwk.Skip)
+	case apierrors.IsNotFound(err):
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %s not found (%s)", key, apiName(ref.API)))
+	case err != nil:
 		return nil, fwk.AsStatus(err)
 	}
-	minMember := max(int(pg.Spec.MinMember), 1)
+	minMember := pg.MinMember
 	if why, denied := g.mgr.Denied(key); denied {
 		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}
@@ -176,11 +197,19 @@ func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 	return nil, nil
 }
 
+// apiName names a gang API in a refusal.
+func apiName(a podgroup.API) string {
+	if a == podgroup.APIWorkload {
+		return "Workload API, " + podgroup.WorkloadGroupVersion
+	}
+	return "scheduler-plugins, " + podgroup.Group + "/" + podgroup.Version
+}
+
 // timeout: the PodGroup's own scheduleTimeoutSeconds, else the active
 // profile's gang timeout as scoring.Params defines it (zero is
 // scoring.DefaultGangTimeout), the value the simulator replays.
-func (g *Gang) timeout(state fwk.CycleState, pg *podgroup.PodGroup) time.Duration {
-	if s := pg.Spec.ScheduleTimeoutSeconds; s != nil && *s > 0 {
+func (g *Gang) timeout(state fwk.CycleState, pg core.Group) time.Duration {
+	if s := pg.TimeoutSeconds; s != nil && *s > 0 {
 		return time.Duration(*s) * time.Second
 	}
 	return profilewatch.ForCycle(state, g.profile).Params.EffectiveGangTimeout()
@@ -196,7 +225,7 @@ func (g *Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 // scoring.PreemptsFor lets only lone pods preempt, as the simulator
 // replays.
 func (g *Gang) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	key, name, ok := podspec.GangKey(pod)
+	key, _, ok := podspec.GangKey(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
@@ -209,8 +238,8 @@ func (g *Gang) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 		}
 	}
 	members := 0
-	if pg, err := g.mgr.PodGroup(pod.Namespace, name); err == nil {
-		members = int(pg.Spec.MinMember)
+	if grp, err := g.mgr.Group(pod); err == nil {
+		members = grp.MinMember
 	}
 	if members == 0 || scoring.PreemptsFor(members) {
 		// A PodGroup of one is a lone pod; one that is gone leaves the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -57,11 +58,20 @@ type fixture struct {
 // fake dynamic client holding groups, with the informers synced.
 func newFixture(t *testing.T, pods []*v1.Pod, groups ...*podgroup.PodGroup) *fixture {
 	t.Helper()
+	return newFixtureWith(t, pods, nil, groups...)
+}
+
+// newFixtureWith also holds Workload API PodGroups in the fake clientset.
+func newFixtureWith(t *testing.T, pods []*v1.Pod, workloadGroups []*schedulingv1beta1.PodGroup, groups ...*podgroup.PodGroup) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	objs := make([]runtime.Object, len(pods))
 	for i, p := range pods {
 		objs[i] = p
+	}
+	for _, g := range workloadGroups {
+		objs = append(objs, g)
 	}
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
@@ -76,7 +86,8 @@ func newFixture(t *testing.T, pods []*v1.Pod, groups ...*podgroup.PodGroup) *fix
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{podgroup.GVR: podgroup.Kind + "List"}, dynObjs...)
 	mgr, err := core.New(ctx, core.Options{Handle: &handle{}, PodInformer: factory.Core().V1().Pods().Informer(),
-		Dynamic: dyn, Backoff: time.Minute, StatusDelay: time.Millisecond})
+		Dynamic: dyn, Backoff: time.Minute, StatusDelay: time.Millisecond,
+		WorkloadPodGroups: factory.Scheduling().V1beta1().PodGroups().Lister()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,28 +118,16 @@ func gpuNode(name string, gpus string, pods ...*v1.Pod) fwk.NodeInfo {
 	return ni
 }
 
-func TestPreFilter(t *testing.T) {
-	pods := []*v1.Pod{
-		member("solo", "", ""),
-		member("lost-0", "missing", "1"),
-		member("small-0", "small", "1"), member("small-1", "small", "1"),
-		member("ok-0", "ok", "1"), member("ok-1", "ok", "1"),
-		member("big-0", "big", "4"), member("big-1", "big", "4"), member("big-2", "big", "4"),
-	}
-	f := newFixture(t, pods, podgroup.New("default", "small", 4), podgroup.New("default", "ok", 2), podgroup.New("default", "big", 3))
-	nodes := []fwk.NodeInfo{gpuNode("n1", "8")}
-	tests := []struct {
-		pod    *v1.Pod
-		code   fwk.Code
-		reason string
-	}{
-		{pods[0], fwk.Skip, ""},
-		{pods[1], fwk.UnschedulableAndUnresolvable, "pod group default/missing not found"},
-		{pods[2], fwk.UnschedulableAndUnresolvable, reasons.GangIncomplete("default", "small", 2, 4)},
-		{pods[4], fwk.Success, ""},
-		// Three 4-GPU members, room for two: refused with how many fit.
-		{pods[6], fwk.Unschedulable, reasons.GangIncomplete("default", "big", 2, 3)},
-	}
+// preFilterCase is one member's expected PreFilter outcome; an empty reason
+// is not checked.
+type preFilterCase struct {
+	pod    *v1.Pod
+	code   fwk.Code
+	reason string
+}
+
+func runPreFilter(t *testing.T, f *fixture, nodes []fwk.NodeInfo, tests []preFilterCase) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.pod.Name, func(t *testing.T) {
 			_, status := f.plugin.PreFilter(context.Background(), framework.NewCycleState(), tc.pod, nodes)
@@ -140,6 +139,64 @@ func TestPreFilter(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestPreFilter(t *testing.T) {
+	pods := []*v1.Pod{
+		member("solo", "", ""),
+		member("lost-0", "missing", "1"),
+		member("small-0", "small", "1"), member("small-1", "small", "1"),
+		member("ok-0", "ok", "1"), member("ok-1", "ok", "1"),
+		member("big-0", "big", "4"), member("big-1", "big", "4"), member("big-2", "big", "4"),
+	}
+	f := newFixture(t, pods, podgroup.New("default", "small", 4), podgroup.New("default", "ok", 2), podgroup.New("default", "big", 3))
+	nodes := []fwk.NodeInfo{gpuNode("n1", "8")}
+	tests := []preFilterCase{
+		{pods[0], fwk.Skip, ""},
+		{pods[1], fwk.UnschedulableAndUnresolvable, "pod group default/missing not found (scheduler-plugins, scheduling.x-k8s.io/v1alpha1)"},
+		{pods[2], fwk.UnschedulableAndUnresolvable, reasons.GangIncomplete("default", "small", 2, 4)},
+		{pods[4], fwk.Success, ""},
+		// Three 4-GPU members, room for two: refused with how many fit.
+		{pods[6], fwk.Unschedulable, reasons.GangIncomplete("default", "big", 2, 3)},
+	}
+	runPreFilter(t, f, nodes, tests)
+}
+
+func workloadMember(name, group, gpus string) *v1.Pod {
+	p := member(name, "", gpus)
+	p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &group}
+	return p
+}
+
+// A Workload API gang is admitted as a PodGroup of the same size is: the
+// same refusals and reasons, gang.minCount read as minMember; the basic
+// policy is no gang; a pod naming a group in both APIs is refused.
+func TestPreFilterWorkloadAPI(t *testing.T) {
+	pods := []*v1.Pod{
+		workloadMember("lost-0", "missing", "1"),
+		workloadMember("small-0", "small", "1"), workloadMember("small-1", "small", "1"),
+		workloadMember("ok-0", "ok", "1"), workloadMember("ok-1", "ok", "1"),
+		workloadMember("big-0", "big", "4"), workloadMember("big-1", "big", "4"), workloadMember("big-2", "big", "4"),
+		workloadMember("basic-0", "basic", "1"),
+		workloadMember("both-0", "ok", "1"),
+	}
+	pods[9].Labels = map[string]string{podgroup.LabelPodGroup: "crd"}
+	_, small := podgroup.NewWorkload("default", "small", 4)
+	_, ok := podgroup.NewWorkload("default", "ok", 2)
+	_, big := podgroup.NewWorkload("default", "big", 3)
+	_, basic := podgroup.NewWorkload("default", "basic", 1)
+	basic.Spec.SchedulingPolicy = schedulingv1beta1.PodGroupSchedulingPolicy{Basic: &schedulingv1beta1.BasicSchedulingPolicy{}}
+	f := newFixtureWith(t, pods, []*schedulingv1beta1.PodGroup{small, ok, big, basic}, podgroup.New("default", "crd", 1))
+	nodes := []fwk.NodeInfo{gpuNode("n1", "8")}
+	tests := []preFilterCase{
+		{pods[0], fwk.UnschedulableAndUnresolvable, "pod group default/missing not found (Workload API, scheduling.k8s.io/v1beta1)"},
+		{pods[1], fwk.UnschedulableAndUnresolvable, reasons.GangIncomplete("default", "small", 2, 4)},
+		{pods[3], fwk.Success, ""},
+		{pods[5], fwk.Unschedulable, reasons.GangIncomplete("default", "big", 2, 3)},
+		{pods[8], fwk.Skip, ""},
+		{pods[9], fwk.UnschedulableAndUnresolvable, `pod default/both-0: belongs to scheduler-plugins PodGroup "crd" (label scheduling.x-k8s.io/pod-group) and to Workload API PodGroup "ok" (spec.schedulingGroup.podGroupName); a pod may belong to one gang, declared one way`},
+	}
+	runPreFilter(t, f, nodes, tests)
 }
 
 func TestPermitHoldsUntilMinMember(t *testing.T) {

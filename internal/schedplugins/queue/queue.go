@@ -139,11 +139,11 @@ func (q *Queue) entry(pod *v1.Pod) (entry, bool) {
 	}
 	milli := podspec.Request(pod).TotalGPUMilli()
 	e := entry{queue: name, milli: milli}
-	if key, group, ok := podspec.GangKey(pod); ok {
+	if key, _, ok := podspec.GangKey(pod); ok {
 		e.gang = key
 		if q.mgr != nil {
-			if pg, err := q.mgr.PodGroup(pod.Namespace, group); err == nil {
-				e.declared = int64(pg.Spec.MinMember) * milli
+			if g, err := q.mgr.Group(pod); err == nil {
+				e.declared = int64(g.MinMember) * milli
 			}
 		}
 	}

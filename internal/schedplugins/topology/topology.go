@@ -182,8 +182,14 @@ func (t *Topology) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint
 	}, nil
 }
 
-func (t *Topology) requiredLevel(pod *v1.Pod) (int, string) {
+// requiredLevel: the pods' own requirement (podspec.TopologyRequired), else
+// the Workload API PodGroup's topology constraint (groupKey, which means the
+// same), else the plugin's default.
+func (t *Topology) requiredLevel(pod *v1.Pod, groupKey string) (int, string) {
 	key := t.args.RequiredLevel
+	if groupKey != "" {
+		key = groupKey
+	}
 	if v := podspec.TopologyRequired(pod); v != "" {
 		key = v
 	}
@@ -213,22 +219,22 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 		state.Write(gpuKey, &cycleGPU{req: facts.Request})
 		skip = nil
 	}
-	key, name, ok := podspec.GangKey(pod)
+	key, _, ok := podspec.GangKey(pod)
 	if !ok || t.mgr == nil {
 		return nil, skip
 	}
-	level, levelKey := t.requiredLevel(pod)
+	group, groupErr := t.mgr.Group(pod)
+	level, levelKey := t.requiredLevel(pod, group.TopologyKey)
 	if levelKey != "" && level < 0 {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("topology: required level %s is not a configured level", levelKey))
 	}
 	plan, ok := t.mgr.Plan(key)
 	if !ok || !t.mgr.Reserving(key) {
-		pg, err := t.mgr.PodGroup(pod.Namespace, name)
-		if err != nil {
-			return nil, skip // the gang plugin reports a missing PodGroup
+		if groupErr != nil {
+			return nil, skip // the gang plugin reports a missing group object
 		}
-		outstanding := int(pg.Spec.MinMember) - t.mgr.Count(key).Placed
+		outstanding := group.MinMember - t.mgr.Count(key).Placed
 		if outstanding <= 0 {
 			return nil, skip
 		}

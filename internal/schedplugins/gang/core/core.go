@@ -1,6 +1,8 @@
 // Package core is the gang manager behind the gang plugin: it knows each
-// PodGroup's members (from the scheduler's pod informer, indexed by the
-// scheduler-plugins label), which of them hold reservations, which gangs are
+// gang's members (from the scheduler's pod informer, indexed by gang key:
+// the scheduler-plugins label or the Workload API's
+// spec.schedulingGroup, read by podspec.Gang), which of them hold
+// reservations, which gangs are
 // blocked or backing off, the topology plan of a gang being placed, and it
 // keeps each PodGroup's status current. The plugin is a thin adapter over it.
 //
@@ -10,11 +12,13 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	schedulingv1beta1listers "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -43,13 +48,16 @@ type Handle interface {
 
 // Manager tracks gangs for one scheduling profile.
 type Manager struct {
-	handle  Handle
-	pods    cache.Indexer
-	groups  cache.GenericLister
-	dyn     dynamic.Interface
-	now     func() time.Time
-	backoff time.Duration
-	status  workqueue.TypedRateLimitingInterface[string]
+	handle Handle
+	pods   cache.Indexer
+	groups cache.GenericLister
+	// workloadGroups lists the Workload API's PodGroups; nil where the
+	// scheduler does not serve that API (feature GenericWorkload off).
+	workloadGroups schedulingv1beta1listers.PodGroupLister
+	dyn            dynamic.Interface
+	now            func() time.Time
+	backoff        time.Duration
+	status         workqueue.TypedRateLimitingInterface[string]
 	// statusDelay coalesces a gang's status writes: every member event
 	// within it ends in one write.
 	statusDelay time.Duration
@@ -82,6 +90,10 @@ type Options struct {
 	// index, so it must not have started yet.
 	PodInformer cache.SharedIndexInformer
 	Dynamic     dynamic.Interface
+	// WorkloadPodGroups lists the Workload API's PodGroups (the scheduler's
+	// own informer, which it starts and syncs); nil leaves Workload API
+	// gangs unknown: their members are refused as "not found".
+	WorkloadPodGroups schedulingv1beta1listers.PodGroupLister
 	// Backoff is how long a gang whose reservations were released is refused
 	// before it may try again, so a competing gang gets its turn.
 	Backoff time.Duration
@@ -119,7 +131,8 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	groupInformer := factory.ForResource(podgroup.GVR)
 	m := &Manager{
 		handle: o.Handle, pods: o.PodInformer.GetIndexer(), groups: groupInformer.Lister(), dyn: o.Dynamic,
-		now: o.Now, backoff: o.Backoff, statusDelay: o.StatusDelay, scheduler: o.SchedulerName,
+		workloadGroups: o.WorkloadPodGroups,
+		now:            o.Now, backoff: o.Backoff, statusDelay: o.StatusDelay, scheduler: o.SchedulerName,
 		status: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "schedloop_podgroup_status"}),
 		gangs: map[string]*gang{}, blocked: map[string]struct{}{},
@@ -176,6 +189,59 @@ func (m *Manager) PodGroup(namespace, name string) (*podgroup.PodGroup, error) {
 		return nil, fmt.Errorf("podgroup %s/%s: unexpected %T in cache", namespace, name, obj)
 	}
 	return podgroup.FromUnstructured(u)
+}
+
+// Group is what the plugins read of a gang's group object, whichever API
+// declared it.
+type Group struct {
+	API podgroup.API
+	// MinMember is the scheduler-plugins minMember or the Workload API's
+	// gang.minCount, at least 1.
+	MinMember int
+	// TimeoutSeconds is the scheduler-plugins scheduleTimeoutSeconds; nil
+	// (always, for the Workload API, which has no such field) means the
+	// profile's gang timeout.
+	TimeoutSeconds *int32
+	// TopologyKey is the Workload API's schedulingConstraints.topology key,
+	// "" for none (the pods' schedloop.io/topology-required says the same
+	// for either API).
+	TopologyKey string
+}
+
+// ErrNotGang is Group's error for a Workload API PodGroup of the basic
+// policy: its pods are scheduled one by one, as lone pods.
+var ErrNotGang = errors.New("pod group has the basic scheduling policy, not a gang")
+
+// Group reads the group object of the gang pod belongs to from the informer
+// caches. A missing object is a NotFound error; a pod in no gang, or one
+// declared in both APIs, is podspec.Gang's error.
+func (m *Manager) Group(pod *v1.Pod) (Group, error) {
+	ref, err := podspec.Gang(pod)
+	if err != nil {
+		return Group{}, err
+	}
+	switch ref.API {
+	case podgroup.APIPodGroup:
+		pg, err := m.PodGroup(pod.Namespace, ref.Name)
+		if err != nil {
+			return Group{}, err
+		}
+		return Group{API: ref.API, MinMember: max(int(pg.Spec.MinMember), 1), TimeoutSeconds: pg.Spec.ScheduleTimeoutSeconds}, nil
+	case podgroup.APIWorkload:
+		if m.workloadGroups == nil {
+			return Group{}, apierrors.NewNotFound(schedulingv1beta1.Resource("podgroups"), ref.Name)
+		}
+		wpg, err := m.workloadGroups.PodGroups(pod.Namespace).Get(ref.Name)
+		if err != nil {
+			return Group{}, err
+		}
+		pg, ok := podgroup.FromWorkload(wpg)
+		if !ok {
+			return Group{}, ErrNotGang
+		}
+		return Group{API: ref.API, MinMember: max(int(pg.Spec.MinMember), 1), TopologyKey: podgroup.TopologyKey(wpg)}, nil
+	}
+	return Group{}, fmt.Errorf("pod %s/%s belongs to no gang", pod.Namespace, pod.Name)
 }
 
 // Counts are a gang's members as the manager sees them.
