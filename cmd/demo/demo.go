@@ -144,7 +144,7 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 	}
 	// The first replay runs under the stock-like profile, published the way
 	// the tuner publishes, so the scheduler reaches it by the same reload.
-	if err := publish.ConfigMap(ctx, cluster.Client, profileNamespace, profile.DefaultConfigMapName, start, nil); err != nil {
+	if _, err := publish.ConfigMap(ctx, cluster.Client, profileNamespace, profile.DefaultConfigMapName, start, nil, nil); err != nil {
 		return Summary{}, err
 	}
 	if err := reloaded(start.Name); err != nil {

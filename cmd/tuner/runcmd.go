@@ -280,7 +280,11 @@ func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guar
 		if publishIt && l.Publisher != nil {
 			// Nothing stored: the ConfigMap's annotations are the only
 			// record of what the profile was computed from.
-			return rep, l.Publisher.Publish(ctx, rep.Proposed, rep.Annotations())
+			note, err := l.Publisher.Publish(ctx, rep.Proposed, rep.Predictor, rep.Annotations())
+			if note != "" {
+				fmt.Fprintln(stdout, note)
+			}
+			return rep, err
 		}
 		return rep, nil
 	}

@@ -265,3 +265,17 @@ func generated(t string) bool {
 	}
 	return true
 }
+
+// JobFeatures are the features of a job as both the tuner's replays of
+// stored history and the live scheduler key it, so the scheduler looks up
+// the entries the tuner fitted: job is "namespace/name" (a gang's PodGroup
+// name, a lone pod's own name, as the collector stores jobs; a job without
+// a "/" has no namespace), demandMilli the milli-GPU the whole job holds.
+// The owner stays empty: no owner label is read on either side yet.
+func JobFeatures(job, queue string, demandMilli int64, priority int32) Features {
+	ns, name, ok := strings.Cut(job, "/")
+	if !ok {
+		ns, name = "", job
+	}
+	return Features{Namespace: ns, Name: NormaliseName(name), Queue: queue, GPUs: int(demandMilli / 1000), Priority: priority}
+}

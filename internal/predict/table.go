@@ -122,3 +122,52 @@ func FromTable(t Table) (*Predictor, error) {
 const MaxTableSeconds = 365 * 24 * 3600
 
 func finiteIn(v, lo, hi float64) bool { return !math.IsNaN(v) && v >= lo && v <= hi }
+
+// Trim drops entries until t's JSON is at most maxBytes, the ones updated
+// longest ago first (as a full predictor evicts), ties by level and key so
+// the result is reproducible. What is dropped was the least recent
+// history; a job whose entry went predicts from a more general level.
+// It reports how many entries it dropped, or an error when even the table
+// without entries is larger.
+func (t *Table) Trim(maxBytes int) (dropped int, err error) {
+	size := func() int {
+		b, _ := json.Marshal(t)
+		return len(b)
+	}
+	if size() <= maxBytes {
+		return 0, nil
+	}
+	slices.SortStableFunc(t.Entries, func(a, b TableEntry) int {
+		if c := cmp.Compare(b.AtSeconds, a.AtSeconds); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Level, b.Level); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	// The JSON grows with entries roughly linearly: binary search the count
+	// that fits.
+	all := t.Entries
+	lo, hi := 0, len(all)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		t.Entries = all[:mid]
+		if size() <= maxBytes {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	t.Entries = all[:lo]
+	if size() > maxBytes {
+		return len(all), fmt.Errorf("predictor table: %d bytes without entries, over %d", size(), maxBytes)
+	}
+	slices.SortFunc(t.Entries, func(a, b TableEntry) int {
+		if c := cmp.Compare(a.Level, b.Level); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	return len(all) - lo, nil
+}

@@ -2,6 +2,7 @@ package predict
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -93,4 +94,37 @@ func FuzzLoadTable(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Trim keeps the most recently updated entries that fit, in the table's
+// stable order, and the trimmed table still loads.
+func TestTrimDropsLeastRecentFirst(t *testing.T) {
+	tb := Table{HalfLifeSeconds: 3600, MinSamples: 1, MaxEntries: 1000, DefaultSeconds: 60}
+	for i := range 200 {
+		tb.Entries = append(tb.Entries, TableEntry{Level: "all", Key: fmt.Sprintf("k%03d", i), Seconds: 10, Weight: 1, Samples: 1, AtSeconds: float64(i)})
+	}
+	full, _ := json.Marshal(tb)
+	limit := len(full) / 2
+	dropped, err := tb.Trim(limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(tb)
+	if len(b) > limit || dropped == 0 || dropped+len(tb.Entries) != 200 {
+		t.Fatalf("trimmed to %d bytes (limit %d), dropped %d, kept %d", len(b), limit, dropped, len(tb.Entries))
+	}
+	for _, e := range tb.Entries {
+		if e.AtSeconds < float64(dropped) {
+			t.Errorf("kept %s updated at %v while dropping %d more recent ones", e.Key, e.AtSeconds, dropped)
+		}
+	}
+	if _, err := LoadTable(b); err != nil {
+		t.Errorf("trimmed table does not load: %v", err)
+	}
+	if n, err := tb.Trim(len(b)); n != 0 || err != nil {
+		t.Errorf("a table that fits was trimmed: %d, %v", n, err)
+	}
+	if _, err := tb.Trim(10); err == nil {
+		t.Error("a limit below an empty table's size was met")
+	}
 }

@@ -34,6 +34,18 @@ const (
 	MaxGangTimeoutSeconds = int(scoring.MaxGangTimeout / time.Second)
 	// MaxDocumentBytes keeps a ConfigMap-sized document from being a memory bomb.
 	MaxDocumentBytes = 1 << 20
+	// PredictorConfigMapKey is the data key beside ConfigMapKey that holds
+	// the run-time predictor's table (predict.Table, JSON) the profile was
+	// tuned with. Absent means no history: every job gets the predictor's
+	// default run time, live as in a replay with an empty predictor.
+	PredictorConfigMapKey = "predictor.json"
+	// MaxConfigMapBytes is what the apiserver lets one ConfigMap hold (the
+	// document and the table together).
+	MaxConfigMapBytes = 1 << 20
+	// MaxPredictorBytes bounds the table: what a ConfigMap holds less room
+	// for a profile document, which is a few kilobytes; the publisher trims
+	// a larger table (predict.Table.Trim) and the scheduler refuses one.
+	MaxPredictorBytes = MaxConfigMapBytes - 64<<10
 )
 
 // Queue is one queue's limits; see scoring.QueueLimit for what zero means.

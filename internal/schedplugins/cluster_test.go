@@ -51,6 +51,12 @@ func schedulerConfig(t testing.TB, kubeconfig string) string {
 
 func newEnv(t *testing.T, nodes []trace.Node, profileYAML string) *env {
 	t.Helper()
+	return newEnvWith(t, nodes, profileYAML, schedplugins.NewSet())
+}
+
+// newEnvWith runs set's plugins, so a test can read the profile they hold.
+func newEnvWith(t *testing.T, nodes []trace.Node, profileYAML string, set *schedplugins.Set) *env {
+	t.Helper()
 	// The Workload API is served in every test of this package: its gangs
 	// and the scheduler-plugins PodGroup's are placed side by side.
 	c := harness.NewForTest(t, harness.Options{WorkloadAPI: true})
@@ -66,7 +72,7 @@ func newEnv(t *testing.T, nodes []trace.Node, profileYAML string) *env {
 		t.Fatal(err)
 	}
 	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{
-		Config: schedulerConfig(t, c.Kubeconfig), Plugins: schedplugins.Options(),
+		Config: schedulerConfig(t, c.Kubeconfig), Plugins: set.Options(),
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -104,13 +104,31 @@ func (s *Set) newQueueSort(_ context.Context, obj runtime.Object, h fwk.Handle) 
 	if s.order == nil {
 		// Every profile of a scheduler shares one informer factory: the
 		// first profile's pod informer serves them all.
-		o, err := queuesort.NewOrder(h.SharedInformerFactory().Core().V1().Pods().Informer())
+		o, err := queuesort.NewOrder(h.SharedInformerFactory().Core().V1().Pods().Informer(),
+			queuesort.Options{Profile: s.Profile, GangSize: s.gangSize})
 		if err != nil {
 			return nil, err
 		}
 		s.order = o
 	}
 	return queuesort.New(obj, s.order)
+}
+
+// gangSize is a gang's minMember from whichever profile's gang manager
+// knows its PodGroup.
+func (s *Set) gangSize(namespace, name string) (int, bool) {
+	s.mu.Lock()
+	managers := make([]*core.Manager, 0, len(s.managers))
+	for _, m := range s.managers {
+		managers = append(managers, m)
+	}
+	s.mu.Unlock()
+	for _, m := range managers {
+		if pg, err := m.PodGroup(namespace, name); err == nil {
+			return int(pg.Spec.MinMember), true
+		}
+	}
+	return 0, false
 }
 
 // manager returns the gang manager of h's scheduling profile, making it on

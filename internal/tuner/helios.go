@@ -202,9 +202,9 @@ type OnlinePredictor struct {
 }
 
 func (o OnlinePredictor) features(j *sim.Job) predict.Features {
-	f := predict.Features{Queue: j.Queue, GPUs: int(j.DemandMilli() / scoring.MilliPerGPU), Priority: j.Priority}
-	if o.Names {
-		f.Name = predict.NormaliseName(j.Name)
+	f := predict.JobFeatures(j.Name, j.Queue, j.DemandMilli(), j.Priority)
+	if !o.Names {
+		f.Name = ""
 	}
 	return f
 }
@@ -228,6 +228,23 @@ func newHistoryPredictor() sim.Predictor {
 		panic("tuner: the default predictor options are invalid: " + err.Error())
 	}
 	return OnlinePredictor{P: p, Names: true}
+}
+
+// FitPredictor is the predictor a replay of jobs ends with (the history
+// predictor, taught every job in the order they end), as a table to
+// publish beside the profile.
+func FitPredictor(jobs []sim.Job) predict.Table {
+	op := newHistoryPredictor().(OnlinePredictor)
+	order := make([]int, len(jobs))
+	for i := range order {
+		order[i] = i
+	}
+	end := func(i int) time.Duration { return jobs[i].Arrival + jobs[i].Duration }
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(end(a), end(b)) })
+	for _, i := range order {
+		op.Observe(&jobs[i], jobs[i].Duration, end(i))
+	}
+	return op.P.Table()
 }
 
 // HeliosOutcome is one policy's result: job-weighted means over all VCs.

@@ -57,7 +57,11 @@ type Report struct {
 	Decision  Decision         `json:"decision"`
 	// Prediction is the run-time predictor's accuracy on the held-out
 	// history, each job predicted from the jobs finished before it.
-	Prediction  predict.Accuracy `json:"prediction"`
+	Prediction predict.Accuracy `json:"prediction"`
+	// Predictor is the run-time predictor fitted on the whole history,
+	// published with the profile so the scheduler predicts as the replays
+	// did.
+	Predictor   *predict.Table `json:"predictor,omitempty"`
 	Steps       []Step           `json:"steps"`
 	Evaluations int              `json:"evaluations"`
 	ElapsedS    float64          `json:"elapsedSeconds"`
@@ -111,6 +115,8 @@ func Tune(ctx context.Context, in Input) (Report, error) {
 		Steps: steps, Evaluations: te.Evaluations() + he.Evaluations(), Created: in.Now().UTC(), Prediction: curHeld.Prediction,
 	}
 	r.Decision = in.Guard.Decide(r.HeldOut, best.Key() != cur.Key())
+	table := FitPredictor(in.Workload.Jobs)
+	r.Predictor = &table
 	r.ElapsedS = in.Now().Sub(start).Seconds()
 	return r, nil
 }

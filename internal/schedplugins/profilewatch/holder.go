@@ -15,7 +15,9 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
@@ -26,6 +28,12 @@ type Active struct {
 	// Params are Doc's parameters, converted once when the profile is
 	// loaded: what every plugin reads.
 	Params scoring.Params
+	// Predictor is the run-time predictor published with the profile (the
+	// ConfigMap's profile.PredictorConfigMapKey). Without one every job is
+	// predicted to run for predict.DefaultRunTime, as a replay with an
+	// empty predictor predicts. It is only read (Predict), never taught, so
+	// scheduling goroutines share it.
+	Predictor *predict.Predictor
 	// Hash is the SHA-256 of the ConfigMap data it came from ("" for the
 	// built-in default).
 	Hash string
@@ -45,8 +53,23 @@ type Holder struct {
 func NewHolder() *Holder {
 	h := &Holder{}
 	d := profile.Default()
-	h.p.Store(&Active{Doc: d, Params: d.Params()})
+	h.p.Store(&Active{Doc: d, Params: d.Params(), Predictor: emptyPredictor()})
 	return h
+}
+
+func emptyPredictor() *predict.Predictor {
+	p, err := predict.New(predict.DefaultOptions())
+	if err != nil {
+		panic("profilewatch: the predictor's default options are invalid: " + err.Error())
+	}
+	return p
+}
+
+// Predict is the run time the active profile's predictor expects of a job
+// with features f.
+func (a *Active) Predict(f predict.Features) time.Duration {
+	d, _ := a.Predictor.Predict(f)
+	return d
 }
 
 // Load returns the active profile.
@@ -62,12 +85,23 @@ func (h *Holder) OnSwap(fn func(old, cur *Active)) {
 }
 
 // Apply parses data and, when it is new and valid, makes it the active
-// profile. Unchanged data (same hash as the active profile) is a no-op; an
-// invalid document leaves the active profile in place and returns an error
-// that names the field.
-func (h *Holder) Apply(data []byte) (swapped bool, err error) {
-	sum := sha256.Sum256(data)
-	hash := hex.EncodeToString(sum[:])
+// profile, with no predictor table. Unchanged data (same hash as the active
+// profile) is a no-op; an invalid document leaves the active profile in
+// place and returns an error that names the field.
+func (h *Holder) Apply(data []byte) (swapped bool, err error) { return h.ApplyWithTable(data, nil) }
+
+// ApplyWithTable is Apply with the predictor table published beside the
+// document (nil or empty: none). A table that is too large or that
+// predict.LoadTable refuses refuses the whole profile, naming the field:
+// the document and the table were tuned together.
+func (h *Holder) ApplyWithTable(data, table []byte) (swapped bool, err error) {
+	sum := sha256.New()
+	sum.Write(data)
+	if len(table) > 0 {
+		sum.Write([]byte{0})
+		sum.Write(table)
+	}
+	hash := hex.EncodeToString(sum.Sum(nil))
 	old := h.p.Load()
 	if old.Hash == hash {
 		return false, nil
@@ -76,7 +110,17 @@ func (h *Holder) Apply(data []byte) (swapped bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	next := &Active{Doc: doc, Params: doc.Params(), Hash: hash, Generation: old.Generation + 1}
+	pred := emptyPredictor()
+	if len(table) > 0 {
+		if len(table) > profile.MaxPredictorBytes {
+			return false, fmt.Errorf("profile %s: data.%s: %d bytes, over the %d byte limit",
+				doc.Name, profile.PredictorConfigMapKey, len(table), profile.MaxPredictorBytes)
+		}
+		if pred, err = predict.LoadTable(table); err != nil {
+			return false, fmt.Errorf("profile %s: data.%s: %w", doc.Name, profile.PredictorConfigMapKey, err)
+		}
+	}
+	next := &Active{Doc: doc, Params: doc.Params(), Predictor: pred, Hash: hash, Generation: old.Generation + 1}
 	if !h.p.CompareAndSwap(old, next) {
 		return false, fmt.Errorf("profile %s: another reload won the race; retry", doc.Name)
 	}

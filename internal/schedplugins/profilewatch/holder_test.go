@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedloop/schedloop/internal/predict"
+	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
@@ -47,5 +49,38 @@ func TestApplyKeepsTheLastGoodProfile(t *testing.T) {
 	p := h.Load().Params
 	if p.Limit("research") != (scoring.QueueLimit{MaxRunningGangs: 2}) || p.EffectiveGangTimeout() != time.Minute {
 		t.Errorf("active parameters %+v", p)
+	}
+}
+
+// A predictor table published beside the profile is loaded with it; a bad
+// one refuses the profile naming the ConfigMap key and the table's field,
+// and the last good profile and table stay.
+func TestApplyWithTable(t *testing.T) {
+	h := NewHolder()
+	if d := h.Load().Predict(predict.Features{Name: "x"}); d != predict.DefaultRunTime {
+		t.Errorf("no table predicts %v, want the default %v", d, predict.DefaultRunTime)
+	}
+	table := `{"halfLifeSeconds":3600,"minSamples":1,"maxEntries":100,"defaultSeconds":600,"entries":[{"level":"all","key":"","seconds":60,"weight":1,"samples":1,"atSeconds":0}]}`
+	if _, err := h.ApplyWithTable([]byte(good), []byte(table)); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.Load().Predict(predict.Features{Name: "x"}).Round(time.Second); d != time.Minute {
+		t.Errorf("table predicts %v, want 1m", d)
+	}
+	bad := map[string]string{
+		"non-finite":    strings.Replace(table, `"seconds":60`, `"seconds":1e999`, 1),
+		"unknown level": strings.Replace(table, `"level":"all"`, `"level":"moon"`, 1),
+		"too large":     strings.Replace(table, `"key":""`, `"key":"`+strings.Repeat("k", profile.MaxPredictorBytes)+`"`, 1),
+	}
+	want := map[string]string{"non-finite": "data.predictor.json", "unknown level": "entries[0].level", "too large": "over the"}
+	for name, tb := range bad {
+		doc := strings.Replace(good, "name: good", "name: next", 1)
+		swapped, err := h.ApplyWithTable([]byte(doc), []byte(tb))
+		if swapped || err == nil || !strings.Contains(err.Error(), want[name]) || !strings.Contains(err.Error(), "data.predictor.json") {
+			t.Errorf("%s: ApplyWithTable = %v, %v; want a refusal naming %q", name, swapped, err, want[name])
+		}
+		if a := h.Load(); a.Doc.Name != "good" || a.Predict(predict.Features{}).Round(time.Second) != time.Minute {
+			t.Errorf("%s: active profile %s does not keep the last good table", name, a.Doc.Name)
+		}
 	}
 }

@@ -80,7 +80,11 @@ func (w *Watcher) sync(logger klog.Logger, obj any) {
 		return
 	}
 	old := w.Holder.Load()
-	swapped, err := w.Holder.Apply([]byte(data))
+	var table []byte
+	if t, ok := cm.Data[profile.PredictorConfigMapKey]; ok {
+		table = []byte(t)
+	}
+	swapped, err := w.Holder.ApplyWithTable([]byte(data), table)
 	if err != nil {
 		w.refuse(logger, cm, err)
 		return

@@ -1,19 +1,34 @@
-// Package queuesort is schedloop's QueueSort plugin: the stock order
-// (higher priority first, then earlier arrival) with the members of one
-// PodGroup kept together, so a gang is tried back to back. Under the stock
+// Package queuesort is schedloop's QueueSort plugin: who is tried next.
+// Priority first, then the profile's order policy within a priority
+// (scoring.CompareOrder: arrival, shortest predicted service or fair share
+// across queues, each with a starvation bound), with the members of one
+// PodGroup kept together so a gang is tried back to back. Under the stock
 // order a gang's members sit wherever they arrived among other pods; each
 // member placed early then holds its reservation at Permit until the last
 // one is reached, and at scale gangs reach their Permit timeout, are
 // released and start over.
 //
-// A gang sorts at the arrival of the first of its members the queue saw,
-// and its members after one another. The queue needs every profile of a
-// scheduler to use the same QueueSort plugin, so a configuration that adds
-// profiles next to schedloop's enables this plugin in each of them (it
-// reads only the pods; it keeps no other state of a profile).
+// A job's place comes from what the simulator orders its jobs by: its
+// arrival (a gang: the first of its members the queue saw; a pod: when the
+// queue first saw it, not its last requeue), its predicted service (the
+// run time the profile's predictor table predicts from the job's features
+// at the job's first sight, × the GPUs of the whole job) and its queue's
+// attained service (GPU-seconds of its queue's bound pods, decaying with
+// scoring.DefaultAttainedHalfLife, kept here from the pod informer). The
+// comparison itself is scoring.CompareOrder; this package only supplies
+// each entity's key.
 //
-// The comparison itself is scoring.CompareQueueKeys, the order the tuner's
-// simulator replays pods in; this package only supplies each entity's key.
+// The queue is a heap that compares entities as they enter it. Keys that
+// move while pods wait (a starvation bound passing, attained service
+// changing) re-order only pods that re-enter the heap, which every pod does
+// after each failed attempt; the simulator re-sorts before each pass. A
+// profile swapped while pods wait gives new pods their keys under the new
+// profile; waiting pods keep the service predicted when they were first
+// seen, as the simulator predicts once at arrival.
+//
+// The queue needs every profile of a scheduler to use the same QueueSort
+// plugin, so a configuration that adds profiles next to schedloop's enables
+// this plugin in each of them (it keeps no other state of a profile).
 package queuesort
 
 import (
@@ -23,10 +38,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/schedloop/schedloop/internal/podspec"
+	"github.com/schedloop/schedloop/internal/predict"
+	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
@@ -39,18 +57,59 @@ const IndexPodGroup = "schedloop.io/pod-group"
 
 // Order is the queue order, shared by every profile of one scheduler.
 type Order struct {
-	pods cache.Indexer
+	pods    cache.Indexer
+	profile *profilewatch.Holder
+	// gangSize is a gang's member count (its PodGroup's minMember); false
+	// when its PodGroup is not known yet.
+	gangSize func(namespace, name string) (int, bool)
+	now      func() time.Time
 
 	mu sync.Mutex
-	// first is when the first member of each gang the queue holds entered it.
-	first map[string]time.Time
+	// first is each waiting entity's first sight: when it arrived (a gang,
+	// by its key; a lone pod, by its UID) and its predicted service then.
+	first map[string]sighting
+	// attained is each queue's attained service; counted the GPUs each
+	// bound pod adds to its queue's account.
+	attained map[string]*scoring.AttainedService
+	counted  map[types.UID]charge
+}
+
+type sighting struct {
+	at      time.Time
+	service float64
+}
+
+type charge struct {
+	queue string
+	gpus  float64
+}
+
+// Options are what an Order reads besides pods.
+type Options struct {
+	// Profile holds the active profile and its predictor table; nil orders
+	// by the default profile (arrival).
+	Profile *profilewatch.Holder
+	// GangSize is a gang's member count; nil (or not known) counts the
+	// gang's pods the informer holds.
+	GangSize func(namespace, name string) (int, bool)
+	// Now is the clock starvation bounds and attained service read; nil is
+	// time.Now.
+	Now func() time.Time
 }
 
 // NewOrder builds the order over the scheduler's pod informer, which must
 // not have started yet (the pod-group index is added to it). A nil informer
-// gives an order that never forgets gangs, for tests.
-func NewOrder(podInformer cache.SharedIndexInformer) (*Order, error) {
-	o := &Order{first: map[string]time.Time{}}
+// gives an order that never forgets what it saw and accounts no attained
+// service, for tests.
+func NewOrder(podInformer cache.SharedIndexInformer, opt Options) (*Order, error) {
+	o := &Order{first: map[string]sighting{}, attained: map[string]*scoring.AttainedService{},
+		counted: map[types.UID]charge{}, profile: opt.Profile, gangSize: opt.GangSize, now: opt.Now}
+	if o.profile == nil {
+		o.profile = profilewatch.NewHolder()
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
 	if podInformer == nil {
 		return o, nil
 	}
@@ -61,6 +120,7 @@ func NewOrder(podInformer cache.SharedIndexInformer) (*Order, error) {
 	}
 	o.pods = podInformer.GetIndexer()
 	_, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { o.podChanged(obj, false) },
 		UpdateFunc: func(_, cur any) { o.podChanged(cur, false) },
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -100,56 +160,108 @@ func (p *Plugin) Less(a, b fwk.QueuedEntityInfo) bool { return p.order.Less(a, b
 
 type podEntity interface{ GetPodInfo() fwk.PodInfo }
 
-// Less: higher priority first; then earlier arrival, a gang's member
-// arriving with its gang; then the gang's key, so two gangs that arrived
-// together do not interleave; then the member's own arrival.
+// Less: scoring.CompareOrder under the active profile at now.
 func (o *Order) Less(a, b fwk.QueuedEntityInfo) bool {
-	return scoring.CompareQueueKeys(o.key(a), o.key(b)) < 0
+	act := o.profile.Load()
+	now := o.now()
+	return scoring.CompareOrder(act.Params, now.UnixNano(), o.key(act, now, a), o.key(act, now, b)) < 0
 }
 
-// key is the entity's place in the order the simulator replays with
-// (scoring.CompareQueueKeys), so live and simulated queues agree.
-func (o *Order) key(e fwk.QueuedEntityInfo) scoring.QueueKey {
-	gang, arrived := o.arrival(e)
-	k := scoring.QueueKey{Priority: e.GetPriority(), Created: arrived.UnixNano(), Gang: gang}
-	if pe, ok := e.(podEntity); ok && pe.GetPodInfo() != nil {
-		k.Name = pe.GetPodInfo().GetPod().Name
+// key is the entity's place in the order the simulator replays with, so
+// live and simulated queues agree.
+func (o *Order) key(act *profilewatch.Active, now time.Time, e fwk.QueuedEntityInfo) scoring.QueueKey {
+	k := scoring.QueueKey{Priority: e.GetPriority(), Created: e.GetTimestamp().UnixNano()}
+	pe, ok := e.(podEntity)
+	if !ok || pe.GetPodInfo() == nil {
+		return k
+	}
+	pod := pe.GetPodInfo().GetPod()
+	k.Name = pod.Name
+	f, _ := podspec.Read(pod)
+	id := string(pod.UID)
+	if f.GangKey != "" {
+		k.Gang, id = f.GangKey, f.GangKey
+	}
+	seen := o.sight(act, id, pod, f, e.GetTimestamp())
+	k.Created, k.Service = seen.at.UnixNano(), seen.service
+	if act.Params.EffectiveOrder() == scoring.OrderFairShare {
+		k.Attained = o.attainedAt(f.Queue, now)
 	}
 	return k
 }
 
-// arrival is the entity's gang key ("" for none) and when it counts as
-// having arrived.
-func (o *Order) arrival(e fwk.QueuedEntityInfo) (string, time.Time) {
-	ts := e.GetTimestamp()
-	pe, ok := e.(podEntity)
-	if !ok || pe.GetPodInfo() == nil {
-		return "", ts
+// sight is the entity's first sighting, made now (at ts, its queue
+// timestamp) if this is the first: its key must not change while it waits.
+func (o *Order) sight(act *profilewatch.Active, id string, pod *v1.Pod, f podspec.Facts, ts time.Time) sighting {
+	o.mu.Lock()
+	s, seen := o.first[id]
+	o.mu.Unlock()
+	if seen {
+		return s
 	}
-	key, _, ok := podspec.GangKey(pe.GetPodInfo().GetPod())
-	if !ok {
-		return "", ts
+	members := 1
+	job := pod.Name
+	if f.Gang != "" {
+		job, members = f.Gang, o.members(pod.Namespace, f.GangKey, f.Gang)
 	}
+	demand := int64(members) * f.Request.TotalGPUMilli()
+	predicted := act.Predict(predict.JobFeatures(pod.Namespace+"/"+job, f.Queue, demand, f.Priority))
+	s = sighting{at: ts, service: scoring.PredictedService(predicted, demand)}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	// The first arrival seen stays the gang's for as long as the gang is
-	// remembered: an entity's sort key must not change while it is queued.
-	first, seen := o.first[key]
-	if !seen {
-		o.first[key] = ts
-		return key, ts
+	if prev, raced := o.first[id]; raced {
+		return prev
 	}
-	return key, first
+	o.first[id] = s
+	return s
 }
 
-// podChanged forgets a gang once none of its members waits to be placed.
+// members is a gang's size: its PodGroup's, else the members the
+// informer holds.
+func (o *Order) members(namespace, key, name string) int {
+	if o.gangSize != nil {
+		if n, ok := o.gangSize(namespace, name); ok && n > 0 {
+			return n
+		}
+	}
+	if o.pods != nil {
+		if objs, _ := o.pods.ByIndex(IndexPodGroup, key); len(objs) > 0 {
+			return len(objs)
+		}
+	}
+	return 1
+}
+
+func (o *Order) attainedAt(queue string, now time.Time) float64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if a := o.attained[queue]; a != nil {
+		return a.Attained(now.UnixNano(), scoring.DefaultAttainedHalfLife)
+	}
+	return 0
+}
+
+// podChanged keeps the attained accounts (a pod charges its queue from
+// when it is bound until it finishes or is deleted, as a replay charges a
+// job from its start to its end) and forgets a sighting once nothing of
+// its entity waits to be placed.
 func (o *Order) podChanged(obj any, deleted bool) {
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
 		return
 	}
+	o.charge(pod, deleted)
+	if !deleted && waiting(pod) {
+		return
+	}
 	key, _, ok := podspec.GangKey(pod)
-	if !ok || o.pods == nil || !deleted && waiting(pod) {
+	if !ok {
+		o.mu.Lock()
+		delete(o.first, string(pod.UID))
+		o.mu.Unlock()
+		return
+	}
+	if o.pods == nil {
 		return
 	}
 	objs, _ := o.pods.ByIndex(IndexPodGroup, key)
@@ -163,15 +275,56 @@ func (o *Order) podChanged(obj any, deleted bool) {
 	o.mu.Unlock()
 }
 
+// charge moves pod's queue's attained service to now, adding the pod's GPUs
+// when it has just been bound and taking them off when it has ended.
+func (o *Order) charge(pod *v1.Pod, deleted bool) {
+	running := !deleted && pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c, counted := o.counted[pod.UID]
+	if running == counted {
+		return
+	}
+	now := o.now().UnixNano()
+	if !running {
+		delete(o.counted, pod.UID)
+		o.account(c.queue).Advance(now, scoring.DefaultAttainedHalfLife, -c.gpus)
+		return
+	}
+	q := podspec.Queue(pod)
+	c = charge{queue: q, gpus: float64(podspec.Request(pod).TotalGPUMilli()) / scoring.MilliPerGPU}
+	o.counted[pod.UID] = c
+	o.account(q).Advance(now, scoring.DefaultAttainedHalfLife, c.gpus)
+}
+
+func (o *Order) account(queue string) *scoring.AttainedService {
+	a := o.attained[queue]
+	if a == nil {
+		a = &scoring.AttainedService{At: o.now().UnixNano()}
+		o.attained[queue] = a
+	}
+	return a
+}
+
 // waiting: not bound, not finished, not being deleted.
 func waiting(pod *v1.Pod) bool {
 	return pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil &&
 		pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
 }
 
-// Len is how many gangs the order remembers.
+// Len is how many waiting gangs and pods the order remembers.
 func (o *Order) Len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.first)
 }
+
+// Charged is how many bound pods the attained accounts hold.
+func (o *Order) Charged() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.counted)
+}
+
+// Attained is queue's attained service now, in GPU-seconds.
+func (o *Order) Attained(queue string) float64 { return o.attainedAt(queue, o.now()) }

@@ -2,8 +2,11 @@ package queuesort_test
 
 import (
 	"context"
+	"encoding/json"
+	"math"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +20,8 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/predict"
+	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/schedplugins/queuesort"
 )
 
@@ -55,7 +60,7 @@ func TestLessKeepsGangsTogether(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			order, err := queuesort.NewOrder(nil)
+			order, err := queuesort.NewOrder(nil, queuesort.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +90,7 @@ func TestOrderForgetsPlacedGangs(t *testing.T) {
 	pods := []*v1.Pod{pod("g-0", "g", 0), pod("g-1", "g", 0)}
 	client := fake.NewClientset(pods[0], pods[1])
 	factory := informers.NewSharedInformerFactory(client, 0)
-	order, err := queuesort.NewOrder(factory.Core().V1().Pods().Informer())
+	order, err := queuesort.NewOrder(factory.Core().V1().Pods().Informer(), queuesort.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +111,117 @@ func TestOrderForgetsPlacedGangs(t *testing.T) {
 		return order.Len() == 0, nil
 	}); err != nil {
 		t.Fatalf("gangs remembered = %d after every member bound, want 0", order.Len())
+	}
+}
+
+// holder is a profile holder with doc active and a predictor table whose
+// jobs named by key ("namespace/name" normalised) run for the given
+// seconds.
+func holder(t *testing.T, doc string, runs map[string]float64) *profilewatch.Holder {
+	t.Helper()
+	tb := predict.Table{HalfLifeSeconds: 3600, MinSamples: 1, MaxEntries: 1000, DefaultSeconds: 3600}
+	for name, sec := range runs {
+		// The level keyed by normalised name and GPUs, as JobFeatures keys it.
+		tb.Entries = append(tb.Entries, predict.TableEntry{Level: "namespace/name/gpus", Key: name + "/1", Seconds: sec, Weight: 1, Samples: 1})
+	}
+	b, err := json.Marshal(tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := profilewatch.NewHolder()
+	if _, err := h.ApplyWithTable([]byte(doc), b); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func gpuPod(name string, priority int32, queue string) *v1.Pod {
+	w := st.MakePod().Namespace("default").Name(name).UID(name).Priority(priority).
+		Req(map[v1.ResourceName]string{"nvidia.com/gpu": "1"})
+	if queue != "" {
+		w = w.Label("kueue.x-k8s.io/queue-name", queue)
+	}
+	return w.Obj()
+}
+
+func sorted(t *testing.T, order *queuesort.Order, pods []*v1.Pod) []string {
+	t.Helper()
+	p, _ := queuesort.New(nil, order)
+	var q []fwk.QueuedEntityInfo
+	for i, pd := range pods {
+		q = append(q, queued(t, pd, i))
+	}
+	sort.SliceStable(q, func(i, j int) bool { return p.Less(q[i], q[j]) })
+	var got []string
+	for _, e := range q {
+		got = append(got, e.(*framework.QueuedPodInfo).GetPod().Name)
+	}
+	return got
+}
+
+const policyDoc = "apiVersion: schedloop.io/v1\nkind: SchedulingProfile\nname: p\nweights: {bestfit: 1}\n"
+
+// The order policy of the profile orders pods by what the published
+// predictor table predicts for them, and the starvation bound lifts a pod
+// that has waited past it, as the simulator orders jobs.
+func TestLessAppliesTheOrderPolicy(t *testing.T) {
+	runs := map[string]float64{"default/long": 36000, "default/mid": 3600, "default/short": 60}
+	pods := func() []*v1.Pod {
+		return []*v1.Pod{gpuPod("long", 0, ""), gpuPod("mid", 0, ""), gpuPod("short", 0, ""), gpuPod("urgent", 5, "")}
+	}
+	now := t0.Add(10 * time.Second)
+	tests := []struct {
+		doc  string
+		want []string
+	}{
+		{policyDoc, []string{"urgent", "long", "mid", "short"}},
+		{policyDoc + "order: shortest-service\n", []string{"urgent", "short", "mid", "long"}},
+		// long arrived at 0 s, mid at 1 s: both waited past 8.5 s at 10 s;
+		// short (2 s) did not.
+		{policyDoc + "order: shortest-service\nstarvationBoundSeconds: 8\n", []string{"urgent", "long", "mid", "short"}},
+	}
+	for _, tc := range tests {
+		order, err := queuesort.NewOrder(nil, queuesort.Options{Profile: holder(t, tc.doc, runs), Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sorted(t, order, pods()); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: order = %v, want %v", tc.doc, got, tc.want)
+		}
+	}
+}
+
+// Fair share puts first the pods of the queue whose bound pods received
+// the least GPU time lately, whatever their arrival.
+func TestLessFairShareFollowsBoundPods(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	running := gpuPod("busy-0", 0, "busy")
+	running.Spec.NodeName = "n1"
+	client := fake.NewClientset(running)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	var now atomic.Int64
+	now.Store(t0.UnixNano())
+	order, err := queuesort.NewOrder(factory.Core().V1().Pods().Informer(), queuesort.Options{
+		Profile: holder(t, policyDoc+"order: fair-share\n", nil), Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return order.Charged() == 1, nil
+	}); err != nil {
+		t.Fatal("the bound pod was never charged to its queue")
+	}
+	now.Store(t0.Add(time.Hour).UnixNano())
+	// One GPU for an hour under an 8 h half-life: ∫ e^(-λ(1h-s)) ds.
+	lambda := math.Ln2 / (8 * 3600)
+	want := (1 - math.Exp(-lambda*3600)) / lambda
+	if a := order.Attained("busy"); math.Abs(a-want) > 1 {
+		t.Fatalf("queue busy attained %v GPU-seconds after one GPU ran an hour, want %v", a, want)
+	}
+	pods := []*v1.Pod{gpuPod("b", 0, "busy"), gpuPod("i", 0, "idle")}
+	if got := sorted(t, order, pods); !slices.Equal(got, []string{"i", "b"}) {
+		t.Errorf("fair-share order = %v, want the idle queue first", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/store"
@@ -24,9 +25,12 @@ import (
 )
 
 // Publisher hands a profile to the scheduler: the profile ConfigMap in a
-// cluster (publish.ConfigMapPublisher). annotations name the evidence.
+// cluster (publish.ConfigMapPublisher), with the predictor table it was
+// tuned with (nil: none, every job predicted the default run time).
+// annotations name the evidence. note says what publishing changed (a
+// trimmed table), "" for nothing.
 type Publisher interface {
-	Publish(ctx context.Context, d profile.Document, annotations map[string]string) error
+	Publish(ctx context.Context, d profile.Document, table *predict.Table, annotations map[string]string) (note string, err error)
 }
 
 // Lifecycle records profiles in Store and publishes them through Publisher
@@ -149,6 +153,11 @@ func (l *Lifecycle) publish(ctx context.Context, p schedloop.Profile) error {
 	if l.Publisher == nil {
 		return nil
 	}
+	// The stored columns carry weights, queue limits and the gang timeout;
+	// the evidence carries the whole proposed document (its order,
+	// reservation and preemption policy) and the predictor table.
+	doc := profile.FromDomain(p)
+	var table *predict.Table
 	var ann map[string]string
 	if len(p.Evidence) > 0 {
 		rep, err := tuner.ReportFromEvidence(p.Evidence)
@@ -156,9 +165,17 @@ func (l *Lifecycle) publish(ctx context.Context, p schedloop.Profile) error {
 			return err
 		}
 		ann = rep.Annotations()
+		if rep.Proposed.Name == p.Name {
+			doc = rep.Proposed
+		}
+		table = rep.Predictor
 	}
-	if err := l.Publisher.Publish(ctx, profile.FromDomain(p), ann); err != nil {
+	note, err := l.Publisher.Publish(ctx, doc, table, ann)
+	if err != nil {
 		return err
+	}
+	if note != "" {
+		l.say("%s: %s", p.Name, note)
 	}
 	l.say("published %s to the scheduler", p.Name)
 	return nil

@@ -6,8 +6,10 @@ package publish
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/schedloop/schedloop/internal/election"
+	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/tuner"
 )
@@ -25,17 +28,53 @@ import (
 const ProfileAnnotation = "schedloop.io/profile"
 
 // ConfigMap writes d under profile.ConfigMapKey into namespace/name,
-// creating the ConfigMap or replacing its document. annotations (keys under
+// creating the ConfigMap or replacing its document, and the predictor
+// table d was tuned with under profile.PredictorConfigMapKey (nil removes
+// the key: the scheduler then predicts the default run time for every
+// job). A table larger than profile.MaxPredictorBytes is trimmed to it
+// (predict.Table.Trim: the entries updated longest ago go first) and the
+// trim is reported in the returned note. annotations (keys under
 // tuner.EvidenceAnnotationPrefix, naming d's evidence) replace the previous
 // profile's.
 func ConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name string, d profile.Document,
-	annotations map[string]string) error {
+	table *predict.Table, annotations map[string]string) (note string, err error) {
 	if err := d.Validate(); err != nil {
-		return fmt.Errorf("publish profile %s: %w", d.Name, err)
+		return "", fmt.Errorf("publish profile %s: %w", d.Name, err)
 	}
 	body, err := d.Marshal()
 	if err != nil {
-		return err
+		return "", err
+	}
+	var tableJSON []byte
+	if table != nil {
+		t := *table
+		t.Entries = slices.Clone(t.Entries)
+		dropped, err := t.Trim(profile.MaxPredictorBytes)
+		if err != nil {
+			return "", fmt.Errorf("publish profile %s: %w", d.Name, err)
+		}
+		if dropped > 0 {
+			note = fmt.Sprintf("predictor table trimmed to %d entries (%d least recently updated dropped) to fit %d bytes",
+				len(t.Entries), dropped, profile.MaxPredictorBytes)
+		}
+		if tableJSON, err = json.Marshal(t); err != nil {
+			return "", fmt.Errorf("publish profile %s: predictor table: %w", d.Name, err)
+		}
+	}
+	if n := len(body) + len(tableJSON); n > profile.MaxConfigMapBytes {
+		return "", fmt.Errorf("publish profile %s: document and predictor table are %d bytes, over a ConfigMap's %d",
+			d.Name, n, profile.MaxConfigMapBytes)
+	}
+	setData := func(cm *corev1.ConfigMap) {
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[profile.ConfigMapKey] = string(body)
+		if tableJSON != nil {
+			cm.Data[profile.PredictorConfigMapKey] = string(tableJSON)
+		} else {
+			delete(cm.Data, profile.PredictorConfigMapKey)
+		}
 	}
 	cms := client.CoreV1().ConfigMaps(namespace)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -43,8 +82,8 @@ func ConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name
 		if apierrors.IsNotFound(err) {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
 				Labels:      map[string]string{"app.kubernetes.io/managed-by": "schedloop-tuner"},
-				Annotations: map[string]string{}},
-				Data: map[string]string{profile.ConfigMapKey: string(body)}}
+				Annotations: map[string]string{}}}
+			setData(cm)
 			setAnnotations(cm, d.Name, annotations)
 			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 			return err
@@ -52,18 +91,15 @@ func ConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name
 		if err != nil {
 			return err
 		}
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		cm.Data[profile.ConfigMapKey] = string(body)
+		setData(cm)
 		setAnnotations(cm, d.Name, annotations)
 		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("publish profile %s to ConfigMap %s/%s: %w", d.Name, namespace, name, err)
+		return "", fmt.Errorf("publish profile %s to ConfigMap %s/%s: %w", d.Name, namespace, name, err)
 	}
-	return nil
+	return note, nil
 }
 
 func setAnnotations(cm *corev1.ConfigMap, profileName string, evidence map[string]string) {
@@ -85,9 +121,10 @@ type ConfigMapPublisher struct {
 	Namespace, Name string
 }
 
-// Publish writes d and its evidence annotations into the ConfigMap.
-func (p ConfigMapPublisher) Publish(ctx context.Context, d profile.Document, annotations map[string]string) error {
-	return ConfigMap(ctx, p.Client, p.Namespace, p.Name, d, annotations)
+// Publish writes d, its predictor table and its evidence annotations into
+// the ConfigMap.
+func (p ConfigMapPublisher) Publish(ctx context.Context, d profile.Document, table *predict.Table, annotations map[string]string) (string, error) {
+	return ConfigMap(ctx, p.Client, p.Namespace, p.Name, d, table, annotations)
 }
 
 // Election configures LeaderElected.

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/schedloop/schedloop/internal/harness"
+	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/tuner"
 	"github.com/schedloop/schedloop/internal/tuner/publish"
@@ -33,17 +34,28 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("ConfigMap is created, then updated", func(t *testing.T) {
 		d := profile.Default()
 		seed := tuner.EvidenceAnnotationPrefix + "seed"
-		if err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, d, map[string]string{seed: "1"}); err != nil {
+		table := &predict.Table{HalfLifeSeconds: 3600, MinSamples: 1, MaxEntries: 100, DefaultSeconds: 600,
+			Entries: []predict.TableEntry{{Level: "all", Seconds: 60, Weight: 1, Samples: 1}}}
+		if _, err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, d, table, map[string]string{seed: "1"}); err != nil {
 			t.Fatal(err)
+		}
+		cm, err := c.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, profile.DefaultConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := predict.LoadTable([]byte(cm.Data[profile.PredictorConfigMapKey])); err != nil {
+			t.Errorf("published predictor table does not load: %v", err)
+		} else if got, _ := p.Predict(predict.Features{}); got.Round(time.Second) != time.Minute {
+			t.Errorf("published table predicts %v, want 1m", got)
 		}
 		d2 := d
 		d2.Name, d2.Weights = "tuned-2", map[string]float64{"bestfit": 7}
 		target := publish.ConfigMapPublisher{Client: c.Client, Namespace: "kube-system", Name: profile.DefaultConfigMapName}
 		verify := tuner.EvidenceAnnotationPrefix + "verify"
-		if err := target.Publish(ctx, d2, map[string]string{verify: "tuner verify tuned-2"}); err != nil {
+		if _, err := target.Publish(ctx, d2, nil, map[string]string{verify: "tuner verify tuned-2"}); err != nil {
 			t.Fatal(err)
 		}
-		cm, err := c.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, profile.DefaultConfigMapName, metav1.GetOptions{})
+		cm, err = c.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, profile.DefaultConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,12 +64,15 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Errorf("ConfigMap holds %+v (%v), annotations %v", got, err, cm.Annotations)
 		}
 		// The first profile's evidence must not pass for the second's.
+		if _, stale := cm.Data[profile.PredictorConfigMapKey]; stale {
+			t.Error("a profile published without a predictor table kept the previous profile's table")
+		}
 		if _, stale := cm.Annotations[seed]; stale || cm.Annotations[verify] != "tuner verify tuned-2" {
 			t.Errorf("evidence annotations %v: want only the second profile's", cm.Annotations)
 		}
 		bad := d
 		bad.Weights = map[string]float64{"gravity": 1}
-		if err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, bad, nil); err == nil {
+		if _, err := publish.ConfigMap(ctx, c.Client, "kube-system", profile.DefaultConfigMapName, bad, nil, nil); err == nil {
 			t.Error("an invalid profile was published")
 		}
 	})
