@@ -46,6 +46,16 @@ const (
 	// spec.schedulingGroup.podGroupName instead; see Gang.
 	LabelPodGroup = podgroup.LabelPodGroup
 
+	// LabelPreemptible set to "false" marks a pod preemption never evicts
+	// (inference serving, whose restart drops live requests): schedloop's
+	// preemption plugin offers no such pod as a victim, and the simulator
+	// replays jobs whose pods carry it as non-preemptible. Any other value,
+	// or none, leaves the pod preemptible by the usual rules. It says
+	// nothing about whether the pod itself may preempt others: that is its
+	// PriorityClass's preemptionPolicy (Never for serving that must not
+	// evict training either).
+	LabelPreemptible = "schedloop.io/preemptible"
+
 	// AnnotationTopologyRequired on a gang's pods requires one topology
 	// level, naming it by its label key; AnnotationKueueTopologyRequired,
 	// Kueue's, is accepted as is (schedloop's wins when both are set).
@@ -210,6 +220,10 @@ func GangKey(pod *corev1.Pod) (key, name string, ok bool) {
 	}
 	return g.Key, g.Name, true
 }
+
+// NonPreemptible reports whether pod is marked never to be a preemption
+// victim (LabelPreemptible: "false").
+func NonPreemptible(pod *corev1.Pod) bool { return pod.Labels[LabelPreemptible] == "false" }
 
 // Queue is the queue pod is submitted to, "" for none.
 func Queue(pod *corev1.Pod) string { return pod.Labels[LabelQueue] }

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/schedplugins"
@@ -154,6 +156,83 @@ func TestLiveOrderPolicies(t *testing.T) {
 		if got := e.first("blk-a", "busy-wait", "idle-wait"); got != "idle-wait" {
 			t.Errorf("%s started first; queue idle received less service than busy (arrival order would start busy-wait)", got)
 		}
+		e.deletePods("")
+	})
+}
+
+func withPriority(class string) podOpt {
+	return func(p *corev1.Pod) { p.Spec.PriorityClassName = class }
+}
+
+func labelled(k, v string) podOpt {
+	return func(p *corev1.Pod) { p.Labels[k] = v }
+}
+
+func (e *env) priorityClass(name string, value int32) {
+	e.t.Helper()
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+	if _, err := e.c.Client.SchedulingV1().PriorityClasses().Create(e.t.Context(), pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.t.Fatal(err)
+	}
+}
+
+// waitRunning waits until pod runs on a node.
+func (e *env) waitRunning(name string) {
+	e.t.Helper()
+	e.waitFor(name+" running", func() bool {
+		p, err := e.c.Client.CoreV1().Pods(ns).Get(e.t.Context(), name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning && p.Status.StartTime != nil
+	})
+}
+
+// stillRunning fails the test unless pod runs, not being deleted.
+func (e *env) stillRunning(name string) {
+	e.t.Helper()
+	p, err := e.c.Client.CoreV1().Pods(ns).Get(e.t.Context(), name, metav1.GetOptions{})
+	if err != nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		e.t.Errorf("%s was preempted (err %v)", name, err)
+	}
+}
+
+// Live preemption offers no victim the profile's rule protects: a pod
+// labelled schedloop.io/preemptible: "false", or one younger than
+// preemption.minRunTimeSeconds; an unprotected lower-priority pod is still
+// evicted for a higher-priority one.
+func TestLivePreemptionHonoursTheVictimRule(t *testing.T) {
+	set := schedplugins.NewSet()
+	e := newEnvWith(t, gpuNodes("p", 1, nil), "", set)
+	e.priorityClass("test-low", 0)
+	e.priorityClass("test-high", 1000)
+
+	t.Run("non-preemptible", func(t *testing.T) {
+		e.t = t
+		e.setProfileWithTable(set, "np", "name: np\n"+orderDoc, 8, nil)
+		e.pod("serve", ours, 8, withPriority("test-low"), labelled(podspec.LabelPreemptible, "false"))
+		e.waitRunning("serve")
+		// Names differ between cases: a case must not read an earlier one's events.
+		e.pod("urgent-np", ours, 8, withPriority("test-high"))
+		e.waitReason("urgent-np", "No preemption victims found")
+		e.stillRunning("serve")
+		e.deletePods("")
+	})
+
+	t.Run("preemptible is evicted", func(t *testing.T) {
+		e.t = t
+		e.pod("train", ours, 8, withPriority("test-low"))
+		e.waitRunning("train")
+		e.pod("urgent-any", ours, 8, withPriority("test-high"))
+		e.waitBound("urgent-any", 1)
+		e.deletePods("")
+	})
+
+	t.Run("younger than the minimum run time", func(t *testing.T) {
+		e.t = t
+		e.setProfileWithTable(set, "minrun", "name: minrun\npreemption: {minRunTimeSeconds: 3600}\n"+orderDoc, 8, nil)
+		e.pod("young", ours, 8, withPriority("test-low"))
+		e.waitRunning("young")
+		e.pod("urgent-young", ours, 8, withPriority("test-high"))
+		e.waitReason("urgent-young", "No preemption victims found")
+		e.stillRunning("young")
 		e.deletePods("")
 	})
 }

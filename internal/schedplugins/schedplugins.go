@@ -15,6 +15,7 @@ import (
 
 	"github.com/schedloop/schedloop/internal/schedplugins/gang"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
+	"github.com/schedloop/schedloop/internal/schedplugins/preemption"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/schedplugins/queue"
 	"github.com/schedloop/schedloop/internal/schedplugins/queuesort"
@@ -54,6 +55,7 @@ func (s *Set) Options() []app.Option {
 		app.WithPlugin(topology.Name, s.newTopology),
 		app.WithPlugin(queue.Name, s.newQueue),
 		app.WithPlugin(queuesort.Name, s.newQueueSort),
+		app.WithPlugin(preemption.Name, s.newPreemption),
 	}
 }
 
@@ -112,6 +114,10 @@ func (s *Set) newQueueSort(_ context.Context, obj runtime.Object, h fwk.Handle) 
 		s.order = o
 	}
 	return queuesort.New(obj, s.order)
+}
+
+func (s *Set) newPreemption(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	return preemption.New(ctx, obj, h, s.Profile, nil)
 }
 
 // gangSize is a gang's minMember from whichever profile's gang manager

@@ -67,7 +67,8 @@ type Job struct {
 	// allocated GPU time counts as allocated but idle.
 	Util float64
 	// NonPreemptible marks a job preemption never evicts (inference
-	// serving, by the convention the scheduler reads from its pods).
+	// serving): live, pods labelled podspec.LabelPreemptible "false", which
+	// the trace player sets for a trace job marked so.
 	NonPreemptible bool
 	// Predicted is the run time the scheduler expects, used when the
 	// replay has no Predictor (zero: nothing is known).
@@ -82,7 +83,7 @@ func JobsFromTrace(tj []trace.Job) []Job {
 	out := make([]Job, len(tj))
 	for i, j := range tj {
 		out[i] = Job{Name: j.Name, Arrival: j.Arrival, Duration: j.Duration, Members: max(j.Members, 1),
-			Request: RequestOf(j), Queue: j.Queue, Priority: j.Priority, Util: j.Util}
+			Request: RequestOf(j), Queue: j.Queue, Priority: j.Priority, Util: j.Util, NonPreemptible: j.NonPreemptible}
 	}
 	return out
 }

@@ -42,6 +42,10 @@ type Job struct {
 	Queue     string
 	Util      float64 // GPU utilization while running, 0..1; 0 is a job that holds GPUs and stays idle
 	Outcome   Outcome
+	// NonPreemptible marks a job preemption never evicts (inference
+	// serving). The trace formats carry no such column; generated
+	// workloads set it, and the player labels its pods with it.
+	NonPreemptible bool
 }
 
 // Validate reports the first field of j that is out of range.

@@ -62,10 +62,10 @@ type Report struct {
 	// published with the profile so the scheduler predicts as the replays
 	// did.
 	Predictor   *predict.Table `json:"predictor,omitempty"`
-	Steps       []Step           `json:"steps"`
-	Evaluations int              `json:"evaluations"`
-	ElapsedS    float64          `json:"elapsedSeconds"`
-	Created     time.Time        `json:"created"`
+	Steps       []Step         `json:"steps"`
+	Evaluations int            `json:"evaluations"`
+	ElapsedS    float64        `json:"elapsedSeconds"`
+	Created     time.Time      `json:"created"`
 }
 
 // Tune searches for a better profile on the earlier part of the workload

@@ -309,6 +309,9 @@ func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 	if j.Queue != "" {
 		labels[harness.LabelQueue] = queueLabel(j.Queue)
 	}
+	if j.NonPreemptible {
+		labels[podspec.LabelPreemptible] = "false"
+	}
 	ann := map[string]string{
 		harness.AnnotationDuration: j.Duration.String(),
 		harness.AnnotationOutcome:  string(j.Outcome),

@@ -176,11 +176,15 @@ func schedulerConfig(t testing.TB, kubeconfig string) string {
 	// its PostFilter runs before preemption's (and before the plugins the
 	// shipped configuration names there, in their order).
 	for _, point := range []string{"preFilter", "postFilter"} {
-		var enabled []any
-		if set, ok := plugins[point].(map[string]any); ok {
-			enabled, _ = set["enabled"].([]any)
+		// Keep what the shipped configuration sets there (SchedloopPreemption
+		// in place of DefaultPreemption), the stepper first.
+		set, _ := plugins[point].(map[string]any)
+		if set == nil {
+			set = map[string]any{}
 		}
-		plugins[point] = map[string]any{"enabled": append([]any{map[string]any{"name": stepperName}}, enabled...)}
+		enabled, _ := set["enabled"].([]any)
+		set["enabled"] = append([]any{map[string]any{"name": stepperName}}, enabled...)
+		plugins[point] = set
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
