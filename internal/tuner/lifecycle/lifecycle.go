@@ -153,10 +153,7 @@ func (l *Lifecycle) publish(ctx context.Context, p schedloop.Profile) error {
 	if l.Publisher == nil {
 		return nil
 	}
-	// The stored columns carry weights, queue limits and the gang timeout;
-	// the evidence carries the whole proposed document (its order,
-	// reservation and preemption policy) and the predictor table.
-	doc := profile.FromDomain(p)
+	// The evidence carries the predictor table the profile was tuned with.
 	var table *predict.Table
 	var ann map[string]string
 	if len(p.Evidence) > 0 {
@@ -164,13 +161,9 @@ func (l *Lifecycle) publish(ctx context.Context, p schedloop.Profile) error {
 		if err != nil {
 			return err
 		}
-		ann = rep.Annotations()
-		if rep.Proposed.Name == p.Name {
-			doc = rep.Proposed
-		}
-		table = rep.Predictor
+		ann, table = rep.Annotations(), rep.Predictor
 	}
-	note, err := l.Publisher.Publish(ctx, doc, table, ann)
+	note, err := l.Publisher.Publish(ctx, profile.FromDomain(p), table, ann)
 	if err != nil {
 		return err
 	}
