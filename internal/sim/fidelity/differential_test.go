@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/trace"
 )
@@ -146,13 +145,9 @@ func describe(j trace.Job) string {
 // differential runs sc on both sides and compares them.
 func differential(t testing.TB, sc scenario) *comparison {
 	t.Helper()
-	doc, err := profile.Parse([]byte(sc.profile))
-	if err != nil {
-		t.Fatal(err)
-	}
 	jobs := sim.JobsFromTrace(sc.jobs)
 	began := time.Now()
-	res, err := sim.Run(sim.NewCluster(sc.inv), jobs, sim.Config{Params: doc.Params(), Preemption: true, RecordPlacements: true})
+	res, err := sim.Run(sim.NewCluster(sc.inv), jobs, replayConfig(t, sc))
 	if err != nil {
 		t.Fatalf("seed %d: replay: %v", sc.seed, err)
 	}

@@ -194,8 +194,9 @@ func schedulerConfig(t testing.TB, kubeconfig string) string {
 }
 
 // clusterWithProfile starts an in-process cluster whose scheduling
-// profile ConfigMap holds doc.
-func clusterWithProfile(t testing.TB, doc string) *harness.Cluster {
+// profile ConfigMap holds doc (and table, when not empty, as its
+// predictor table).
+func clusterWithProfile(t testing.TB, doc string, table ...string) *harness.Cluster {
 	t.Helper()
 	c := harness.NewForTest(t, harness.Options{})
 	ctx := t.Context()
@@ -205,7 +206,7 @@ func clusterWithProfile(t testing.TB, doc string) *harness.Cluster {
 	}
 	if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: profile.DefaultConfigMapName},
-		Data:       map[string]string{profile.ConfigMapKey: doc}}, metav1.CreateOptions{}); err != nil {
+		Data:       profileData(doc, table...)}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -271,7 +272,7 @@ type driver struct {
 
 func newDriver(t testing.TB, sc scenario) *driver {
 	t.Helper()
-	c := clusterWithProfile(t, sc.profile)
+	c := clusterWithProfile(t, sc.profile, sc.table)
 	ctx := t.Context()
 	// Pods run until the driver deletes them: no run time annotation, so
 	// the harness's clock plays no part.

@@ -17,6 +17,9 @@ type scenario struct {
 	inv     trace.Inventory
 	jobs    []trace.Job
 	profile string
+	// table is the predictor table published with the profile and
+	// predicted from in the replay; "" for none.
+	table string
 }
 
 // Models of the two node kinds: 8-GPU H100 hosts and 4-GPU A100 hosts.

@@ -1,0 +1,95 @@
+package fidelity_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/predict"
+	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/sim"
+)
+
+// The queue order policies, played through both sides. A policy reads
+// time (the starvation bound, attained service's decay) and the live side's
+// clock is the wall's while the replay's is virtual, so only the policy
+// that reads none is compared here: shortest predicted service, with the
+// same predictor table published to the scheduler and given to the
+// replay.
+
+// profileData is the profile ConfigMap's data: doc, and the predictor
+// table when one is given.
+func profileData(doc string, table ...string) map[string]string {
+	data := map[string]string{profile.ConfigMapKey: doc}
+	if len(table) > 0 && table[0] != "" {
+		data[profile.PredictorConfigMapKey] = table[0]
+	}
+	return data
+}
+
+// serviceTable predicts a run time from a job's GPUs alone (the "gpus"
+// level, which every job reaches on both sides whatever its name), one
+// that is not monotone in GPUs, so shortest predicted service orders jobs
+// neither by size nor by arrival.
+func serviceTable() string {
+	tb := predict.Table{HalfLifeSeconds: 3600, MinSamples: 1, MaxEntries: 1000, DefaultSeconds: 3600}
+	for gpus := 0; gpus <= 128; gpus++ {
+		tb.Entries = append(tb.Entries, predict.TableEntry{Level: "gpus", Key: fmt.Sprint(gpus),
+			Seconds: float64(60 * ((gpus*7)%11 + 1)), Weight: 1, Samples: 1})
+	}
+	b, err := json.Marshal(tb)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// tablePredictor predicts in a replay from a published table, keyed as the
+// live queue keys pods; it learns nothing, as the scheduler does not.
+type tablePredictor struct{ p *predict.Predictor }
+
+func (t tablePredictor) Predict(j *sim.Job, _ time.Duration) time.Duration {
+	d, _ := t.p.Predict(predict.JobFeatures(namespace+"/"+j.Name, j.Queue, j.DemandMilli(), j.Priority))
+	return d
+}
+
+func (tablePredictor) Observe(*sim.Job, time.Duration, time.Duration) {}
+
+// replayConfig is the replay's configuration for sc: its profile's
+// parameters and, with a table, its predictions.
+func replayConfig(t testing.TB, sc scenario) sim.Config {
+	t.Helper()
+	doc, err := profile.Parse([]byte(sc.profile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.Config{Params: doc.Params(), Preemption: true, RecordPlacements: true}
+	if sc.table != "" {
+		p, err := predict.LoadTable([]byte(sc.table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Predictor = tablePredictor{p}
+	}
+	return cfg
+}
+
+// TestDifferentialShortestService plays the shared-rules workload under
+// shortest predicted service on both sides and requires the agreement
+// TestDifferential requires.
+func TestDifferentialShortestService(t *testing.T) {
+	jobs := 60
+	if *diffJobs > 0 {
+		jobs = *diffJobs
+	}
+	sc := generate(*diffSeed, jobs, sharedRulesMix)
+	sc.profile += "order: shortest-service\n"
+	sc.table = serviceTable()
+	cmp := differential(t, sc)
+	cmp.log(t)
+	if cmp.ratio() < minAgreement {
+		t.Errorf("seed %d: %d of %d pods placed identically (%.4f), below %.2f; rerun with -difftest.seed %d",
+			sc.seed, cmp.agree, cmp.pods, cmp.ratio(), minAgreement, sc.seed)
+	}
+}
