@@ -45,7 +45,7 @@ type Job struct {
 	// NonPreemptible marks a job preemption never evicts (inference
 	// serving). The trace formats carry no such column; generated
 	// workloads set it, and the player labels its pods with it.
-	NonPreemptible bool
+	NonPreemptible bool `json:",omitempty"`
 }
 
 // Validate reports the first field of j that is out of range.
