@@ -160,6 +160,48 @@ func (p *Plugin) Less(a, b fwk.QueuedEntityInfo) bool { return p.order.Less(a, b
 
 type podEntity interface{ GetPodInfo() fwk.PodInfo }
 
+// groupEntity is the scheduler's own queue entry for a Workload API gang:
+// with GenericWorkload on, the members of a scheduling.k8s.io PodGroup wait
+// in the queue as one entity, which carries no pod of its own.
+type groupEntity interface {
+	GetNamespace() string
+	GetName() string
+	GetUnscheduledPods() []*v1.Pod
+}
+
+// podOf is the pod whose facts give e its key: the pod itself, or for a
+// pod-group entity one of its members, so the group is keyed as its members
+// are (the gang's key, its first sighting and its predicted service) and
+// meets lone pods and scheduler-plugins gangs under the same rule; keyed by
+// its queue timestamp alone it would go ahead of every job the policy ranks
+// by service or attained share.
+func (o *Order) podOf(e fwk.QueuedEntityInfo) *v1.Pod {
+	switch x := e.(type) {
+	case podEntity:
+		if pi := x.GetPodInfo(); pi != nil {
+			return pi.GetPod()
+		}
+	case groupEntity:
+		if pods := x.GetUnscheduledPods(); len(pods) > 0 {
+			return pods[0]
+		}
+		if o.pods == nil {
+			return nil
+		}
+		// The entity lists no pods outside its scheduling cycle; the
+		// informer holds its members.
+		objs, _ := o.pods.ByIndex(IndexPodGroup, x.GetNamespace()+"/"+x.GetName())
+		var first *v1.Pod
+		for _, obj := range objs {
+			if p := obj.(*v1.Pod); waiting(p) && (first == nil || p.Name < first.Name) {
+				first = p
+			}
+		}
+		return first
+	}
+	return nil
+}
+
 // Less: scoring.CompareOrder under the active profile at now.
 func (o *Order) Less(a, b fwk.QueuedEntityInfo) bool {
 	act := o.profile.Load()
@@ -171,11 +213,10 @@ func (o *Order) Less(a, b fwk.QueuedEntityInfo) bool {
 // live and simulated queues agree.
 func (o *Order) key(act *profilewatch.Active, now time.Time, e fwk.QueuedEntityInfo) scoring.QueueKey {
 	k := scoring.QueueKey{Priority: e.GetPriority(), Created: e.GetTimestamp().UnixNano()}
-	pe, ok := e.(podEntity)
-	if !ok || pe.GetPodInfo() == nil {
+	pod := o.podOf(e)
+	if pod == nil {
 		return k
 	}
-	pod := pe.GetPodInfo().GetPod()
 	k.Name = pod.Name
 	f, _ := podspec.Read(pod)
 	id := string(pod.UID)

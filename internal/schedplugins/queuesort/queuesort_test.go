@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -223,5 +224,46 @@ func TestLessFairShareFollowsBoundPods(t *testing.T) {
 	pods := []*v1.Pod{gpuPod("b", 0, "busy"), gpuPod("i", 0, "idle")}
 	if got := sorted(t, order, pods); !slices.Equal(got, []string{"i", "b"}) {
 		t.Errorf("fair-share order = %v, want the idle queue first", got)
+	}
+}
+
+// With GenericWorkload on, the scheduler queues a Workload API gang as one
+// pod-group entity. It is keyed as its members are: under shortest-service
+// a long gang's entity waits behind a shorter lone pod that arrived after
+// it, and a short one goes ahead of both, as scoring.CompareOrder orders
+// the jobs.
+func TestLessKeysPodGroupEntitiesAsTheirMembers(t *testing.T) {
+	runs := map[string]float64{"default/long": 36000, "default/mid": 3600, "default/short": 60}
+	member := func(name, group string) *v1.Pod {
+		p := gpuPod(name, 0, "")
+		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &group}
+		return p
+	}
+	group := func(name string, at int) fwk.QueuedEntityInfo {
+		// A one-member gang: the table is keyed by the job's GPUs (1).
+		return &framework.QueuedPodGroupInfo{
+			PodGroupInfo:   &framework.PodGroupInfo{Namespace: "default", Name: name, PodGroup: &schedulingv1beta1.PodGroup{}, UnscheduledPods: []*v1.Pod{member(name+"-0", name)}},
+			QueueingParams: framework.QueueingParams{Timestamp: t0.Add(time.Duration(at) * time.Second)},
+		}
+	}
+	order, err := queuesort.NewOrder(nil, queuesort.Options{Profile: holder(t, policyDoc+"order: shortest-service\n", runs),
+		Now: func() time.Time { return t0.Add(10 * time.Second) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := queuesort.New(nil, order)
+	q := []fwk.QueuedEntityInfo{group("long", 0), queued(t, gpuPod("mid", 0, ""), 1), group("short", 2)}
+	sort.SliceStable(q, func(i, j int) bool { return p.Less(q[i], q[j]) })
+	var got []string
+	for _, e := range q {
+		switch x := e.(type) {
+		case *framework.QueuedPodInfo:
+			got = append(got, x.GetPod().Name)
+		case *framework.QueuedPodGroupInfo:
+			got = append(got, x.GetName())
+		}
+	}
+	if want := []string{"short", "mid", "long"}; !slices.Equal(got, want) {
+		t.Errorf("order = %v, want %v", got, want)
 	}
 }
