@@ -153,6 +153,27 @@ func TestAPIServesTheRollups(t *testing.T) {
 		t.Errorf("job story = %d, %d members; want 200 with 2", code, len(story.Members))
 	}
 
+	// kind narrows a search to pods or to jobs; without it both answer.
+	q := "/api/v1/search?q=" + hist.GangJob.Namespace + "/" + hist.GangJob.Name
+	for kind, want := range map[string][]string{"": {"job", "pod"}, "job": {"job"}, "pod": {"pod"}} {
+		var found struct{ Results []struct{ Kind, Name string } }
+		if code := get(t, h, q+"&kind="+kind, nil, &found); code != 200 {
+			t.Fatalf("search kind=%q: %d", kind, code)
+		}
+		kinds := map[string]bool{}
+		for _, r := range found.Results {
+			kinds[r.Kind] = true
+		}
+		if len(kinds) != len(want) {
+			t.Errorf("search %s kind=%q found kinds %v, want %v", hist.GangJob.Name, kind, kinds, want)
+		}
+		for _, k := range want {
+			if !kinds[k] {
+				t.Errorf("search %s kind=%q found kinds %v, want %v", hist.GangJob.Name, kind, kinds, want)
+			}
+		}
+	}
+
 	var profiles struct {
 		Profiles []struct {
 			ID                 int64
