@@ -185,6 +185,10 @@ func TestDashboardInBrowser(t *testing.T) {
 			if got := text(fmt.Sprintf(`[data-testid=seed-%d]`, p.ID)); got != "seed 42; check: tuner verify tuned-002" {
 				t.Errorf("profile %d shows %q, want its seed and verify command", p.ID, got)
 			}
+			// Its evidence measured the run-time predictor on the held-out jobs.
+			if got := strings.Join(strings.Fields(text(fmt.Sprintf(`[data-testid=prediction-%d]`, p.ID))), " "); got != "Spearman 0.71, 64% within 2× of actual 120 jobs" {
+				t.Errorf("profile %d prediction on the page %q, want Spearman 0.71, 64%% within 2× of actual, 120 jobs", p.ID, got)
+			}
 		}
 		for k, v := range p.Measured {
 			if got := number(fmt.Sprintf(`[data-testid=meas-%d-%s]`, p.ID, k)); math.Abs(got-v) > 1e-3*math.Max(1, math.Abs(v)) {

@@ -28,6 +28,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/store"
 	"github.com/schedloop/schedloop/internal/tuner"
@@ -641,12 +642,15 @@ type profileJSON struct {
 	Evidence           map[string]any                  `json:"evidence,omitempty"`
 	// Seed and Verify come from the evidence: the seed the tuner replayed
 	// under and the command that replays it again.
-	Seed     string     `json:"seed,omitempty"`
-	Verify   string     `json:"verify,omitempty"`
-	ParentID int64      `json:"parent_id,omitempty"`
-	Reason   string     `json:"reason,omitempty"`
-	Created  time.Time  `json:"created"`
-	Applied  *time.Time `json:"applied,omitempty"`
+	Seed   string `json:"seed,omitempty"`
+	Verify string `json:"verify,omitempty"`
+	// Prediction, from the evidence, is how well the run-time predictor
+	// the profile orders and reserves by did on the held-out history.
+	Prediction *predict.Accuracy `json:"prediction,omitempty"`
+	ParentID   int64             `json:"parent_id,omitempty"`
+	Reason     string            `json:"reason,omitempty"`
+	Created    time.Time         `json:"created"`
+	Applied    *time.Time        `json:"applied,omitempty"`
 }
 
 func toProfileJSON(p schedloop.Profile, evidence bool) profileJSON {
@@ -660,9 +664,15 @@ func toProfileJSON(p schedloop.Profile, evidence bool) profileJSON {
 		out.Evidence = p.Evidence
 	}
 	// Evidence from before seeded runs has no seed: nothing to verify.
-	if r, err := tuner.ReportFromEvidence(p.Evidence); len(p.Evidence) > 0 && err == nil && r.Inputs.Seed != 0 {
+	r, err := tuner.ReportFromEvidence(p.Evidence)
+	if len(p.Evidence) > 0 && err == nil && r.Inputs.Seed != 0 {
 		r.Name = p.Name
 		out.Seed, out.Verify = strconv.FormatUint(r.Inputs.Seed, 10), r.VerifyCommand()
+	}
+	// Evidence from before the predictor was measured has no held-out jobs.
+	if err == nil && r.Prediction.Jobs > 0 {
+		a := r.Prediction
+		out.Prediction = &a
 	}
 	if !p.Applied.IsZero() {
 		a := p.Applied

@@ -178,6 +178,11 @@ func TestAPIServesTheRollups(t *testing.T) {
 		Profiles []struct {
 			ID                 int64
 			Name, Seed, Verify string
+			Prediction         *struct {
+				Jobs     int
+				Spearman float64
+				Within2x float64 `json:"within_2x"`
+			}
 		}
 		Next string `json:"next_cursor"`
 	}
@@ -188,6 +193,14 @@ func TestAPIServesTheRollups(t *testing.T) {
 	for _, p := range profiles.Profiles {
 		if seeded := p.Name == "tuned-002"; seeded != (p.Seed == "42") || seeded != (p.Verify == "tuner verify tuned-002") {
 			t.Errorf("profile %s: seed %q, verify %q; want them only from seeded evidence", p.Name, p.Seed, p.Verify)
+		}
+		// The predictor's held-out accuracy comes from the evidence, and
+		// only where the evidence measured it.
+		switch pr := p.Prediction; {
+		case p.Name == "tuned-002" && (pr == nil || pr.Jobs != 120 || pr.Spearman != 0.71 || pr.Within2x != 0.64):
+			t.Errorf("profile %s prediction %+v, want 120 jobs, Spearman 0.71, 0.64 within 2x", p.Name, pr)
+		case p.Name != "tuned-002" && pr != nil:
+			t.Errorf("profile %s prediction %+v, want none (its evidence has none)", p.Name, pr)
 		}
 	}
 	get(t, h, "/api/v1/profiles?limit=2&cursor="+profiles.Next, nil, &profiles)

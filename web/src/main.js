@@ -289,7 +289,7 @@ async function profilesPage(params) {
     <h1>Tuned profiles</h1>
     <section class="card"><h2>Predicted vs measured <select id="metric"></select></h2><div class="chart"><canvas id="c-outcome"></canvas></div></section>
     <section class="card"><h2>History</h2>
-      <table data-testid="profiles"><thead><tr><th>id</th><th>name</th><th>status</th><th>created</th><th>applied</th><th>outcome (predicted → measured)</th><th>queue limits</th></tr></thead><tbody></tbody></table>
+      <table data-testid="profiles"><thead><tr><th>id</th><th>name</th><th>status</th><th>created</th><th>applied</th><th>outcome (predicted → measured)</th><th>run-time prediction (held out)</th><th>queue limits</th></tr></thead><tbody></tbody></table>
       <button id="more-profiles" hidden>older</button></section>
     <section class="card"><h2>Compare <select id="diff-a"></select> → <select id="diff-b"></select></h2>
       <div class="split"><ul data-testid="diff" class="diff"></ul><table data-testid="weights"><thead><tr><th>weight</th><th class="num">A</th><th class="num">B</th></tr></thead><tbody></tbody></table></div></section>`
@@ -303,10 +303,12 @@ async function profilesPage(params) {
     for (const p of r.profiles) {
       const keys = [...new Set([...Object.keys(p.predicted), ...Object.keys(p.measured)])].sort()
       const outcome = keys.map((k) => `${esc(k)}: <span data-testid="pred-${p.id}-${esc(k)}">${fmtNum(p.predicted[k])}</span> → <span data-testid="meas-${p.id}-${esc(k)}">${fmtNum(p.measured[k])}</span>`).join('<br>')
+      const pr = p.prediction
+      const prediction = pr ? `<span data-testid="prediction-${p.id}" title="each held-out job's run time predicted from the jobs finished before it">Spearman ${pr.spearman.toFixed(2)}, ${Math.round(100 * pr.within_2x)}% within 2× of actual<br><small>${pr.jobs} jobs</small></span>` : '—'
       const limits = Object.entries(p.queue_limits).map(([q, l]) => `${esc(q)}: ${l.maxGPUs} GPUs`).join('<br>')
       tbody.insertAdjacentHTML('beforeend', `<tr data-id="${p.id}"><td>${p.id}</td><td>${esc(p.name)}${p.seed ? `<br><small data-testid="seed-${p.id}">seed ${esc(p.seed)}; check: <code>${esc(p.verify)}</code></small>` : ''}</td>
         <td><span class="badge ${esc(p.status)}" data-testid="status-${p.id}">${esc(p.status.replace('_', ' '))}</span>${p.reason ? `<br><small>${esc(p.reason)}</small>` : ''}</td>
-        <td>${ts(p.created)}</td><td>${ts(p.applied)}</td><td>${outcome || '—'}</td><td>${limits || '—'}</td></tr>`)
+        <td>${ts(p.created)}</td><td>${ts(p.applied)}</td><td>${outcome || '—'}</td><td>${prediction}</td><td>${limits || '—'}</td></tr>`)
     }
     cursor = r.next_cursor
     more.hidden = !cursor
@@ -314,7 +316,7 @@ async function profilesPage(params) {
   more.addEventListener('click', async () => { await page(); drawOutcome() })
   await page()
   if (!all.length) {
-    tbody.innerHTML = '<tr><td colspan="7">no tuned profile yet</td></tr>'
+    tbody.innerHTML = '<tr><td colspan="8">no tuned profile yet</td></tr>'
     return
   }
   const metricSel = main.querySelector('#metric')

@@ -226,7 +226,8 @@ func fillProfiles(ctx context.Context, st *store.Store, at time.Time) ([]int64, 
 			QueueLimits: map[string]schedloop.QueueLimit{"research": {MaxGPUs: 24}, "prod": {MaxGPUs: 16}},
 			Predicted:   map[string]float64{"idle_share": 0.24, "mean_jct_s": 4900},
 			Measured:    map[string]float64{"idle_share": 0.23, "mean_jct_s": 4810},
-			Evidence:    map[string]any{"name": "tuned-002", "inputs": map[string]any{"seed": "42", "replays": 5}}},
+			Evidence: map[string]any{"name": "tuned-002", "inputs": map[string]any{"seed": "42", "replays": 5},
+				"prediction": map[string]any{"jobs": 120, "spearman": 0.71, "within_2x": 0.64}}},
 	}
 	var ids []int64
 	for i, p := range ps {
