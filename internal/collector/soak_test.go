@@ -12,7 +12,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/api"
 	"github.com/schedloop/schedloop/internal/collector"
 	"github.com/schedloop/schedloop/internal/dcgm"
@@ -40,6 +43,7 @@ import (
 var (
 	soakDuration = flag.Duration("soak.duration", 30*time.Minute, "how long BenchmarkSoak runs the loop under faults")
 	soakSpeed    = flag.Float64("soak.speed", 120, "trace seconds per wall second of BenchmarkSoak's replay")
+	soakHeap     = flag.String("soak.heapprofile", "", "directory BenchmarkSoak writes heap profiles to (heap-start.pb.gz after the first reading, heap-end.pb.gz at the end) for go tool pprof -diff_base")
 )
 
 const (
@@ -111,22 +115,38 @@ func BenchmarkSoak(b *testing.B) {
 
 	// Good exporters behind a counting proxy; hostile ones beside them.
 	var served atomic.Int64
+	ledger := newPageLedger()
 	var urls []string
 	for _, n := range specs {
-		urls = append(urls, countingProxy(b, nodes.ExporterURL(n.Name), &served))
+		urls = append(urls, countingProxy(b, n.Name, nodes.ExporterURL(n.Name), &served, ledger))
 	}
 	hostile := startHostileTargets(b)
 	urls = append(urls, hostile...)
 
 	spool := b.TempDir()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// The scrape client as the collector's, its pages followed in the
+	// ledger; the inventory hook marks the pages parsed whole and passes
+	// them on to the pipeline's GPU inventory.
+	scrapeClient := dcgm.NewClient()
+	scrapeClient.Transport = ledger.transport(scrapeClient.Transport)
+	var observe atomic.Pointer[func([]schedloop.GPU)]
+	scraper := &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Timeout: soakScrape, Client: scrapeClient,
+		Inventory: func(gpus []schedloop.GPU) {
+			ledger.parsedWhole(gpus)
+			if f := observe.Load(); f != nil {
+				(*f)(gpus)
+			}
+		}}
 	pipe, err := collector.StartPipeline(context.Background(), collector.PipelineConfig{Store: s,
-		Scraper:     &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Timeout: soakScrape},
+		Scraper:     scraper,
 		ScrapeEvery: soakScrape, Ingest: collector.IngestOptions{SpoolDir: spool},
 		Watch: &events.WatchOptions{Client: client, Dynamic: dyn}, Logger: logger})
 	if err != nil {
 		b.Fatal(err)
 	}
+	inventory := pipe.Inventory.Observe
+	observe.Store(&inventory)
 	// The API on its own pool (straight to Postgres), as serve wires it.
 	reads, err := store.Open(ctx, direct.Pool().Config().ConnString(), store.Options{MaxConns: api.DefaultMaxConcurrent})
 	if err != nil {
@@ -160,7 +180,7 @@ func BenchmarkSoak(b *testing.B) {
 	var peakLag, peakLagCalm time.Duration
 	storms := 0
 	var stormCodes sync.Map
-	b.Logf("%8s %9s %10s %9s %10s %10s %s", "t", "rss_MiB", "goroutines", "lag_s", "buffered", "spool_B", "fault")
+	b.Logf("%8s %9s %8s %8s %8s %10s %9s %10s %10s %s", "t", "rss_MiB", "anon_MiB", "file_MiB", "heap_MiB", "goroutines", "lag_s", "buffered", "spool_B", "fault")
 	// A fault every 3 minutes, or ten over a shorter soak.
 	sample := time.NewTicker(min(30*time.Second, max(5*time.Second, *soakDuration/20)))
 	defer sample.Stop()
@@ -176,6 +196,7 @@ func BenchmarkSoak(b *testing.B) {
 			peakRSS, peakGoroutines, peakLag = max(peakRSS, rss), max(peakGoroutines, g), max(peakLag, lag)
 			if firstRSS == 0 {
 				firstRSS, firstGoroutines = rss, g
+				writeHeapProfile(b, "heap-start.pb.gz")
 			}
 			lastRSS, lastGoroutines = rss, g
 			// Lag outside a Postgres cut (and the 30 s after it, while
@@ -185,8 +206,11 @@ func BenchmarkSoak(b *testing.B) {
 				peakLagCalm = max(peakLagCalm, lag)
 			}
 			spoolBytes := dirBytes(spool)
-			b.Logf("%8s %9d %10d %9.2f %10d %10d %s", time.Since(began).Round(time.Second), rss>>20, g,
-				lag.Seconds(), pipe.Ingester.Buffered(), spoolBytes, lastFault)
+			split := procmem.ResidentSplit()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.Logf("%8s %9d %8d %8d %8d %10d %9.2f %10d %10d %s", time.Since(began).Round(time.Second), rss>>20,
+				split.Anon>>20, split.File>>20, ms.HeapInuse>>20, g, lag.Seconds(), pipe.Ingester.Buffered(), spoolBytes, lastFault)
 			lastFault = "-"
 		case <-fault.C:
 			switch faults % 3 {
@@ -205,6 +229,7 @@ func BenchmarkSoak(b *testing.B) {
 		}
 	}
 	stopPlay()
+	ledger.stopping()
 	pipe.StopTelemetry()
 	m := pipe.Metrics
 	drop := func(r string) float64 { return testutil.ToFloat64(m.Dropped.WithLabelValues(r)) }
@@ -232,13 +257,35 @@ func BenchmarkSoak(b *testing.B) {
 		drop(collector.DropRejected), drop(collector.DropBufferFull), drop(collector.DropShutdown), testutil.ToFloat64(m.Duplicates))
 	b.Logf("peak RSS %d MiB (the whole process: collector, in-process apiserver, scheduler, simulated nodes), peak goroutines %d",
 		peakRSS>>20, peakGoroutines)
+	writeHeapProfile(b, "heap-end.pb.gz")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	split := procmem.ResidentSplit()
+	b.Logf("resident at the end %d MiB: anonymous %d (Go heap in use %d, heap free but not returned to the OS %d, stacks %d, runtime %d), mapped files %d (the binary, etcd's bbolt), shared %d",
+		procmem.Resident()>>20, split.Anon>>20, ms.HeapInuse>>20, (ms.HeapIdle-ms.HeapReleased)>>20, ms.StackInuse>>20,
+		(ms.MSpanInuse+ms.MCacheInuse+ms.BuckHashSys+ms.GCSys+ms.OtherSys)>>20, split.File>>20, split.Shmem>>20)
 	b.Logf("growth from the first reading to the last: RSS %d -> %d MiB, goroutines %d -> %d; peak ingest lag %.1f s, %.1f s outside Postgres cuts (scrape interval %s)",
 		firstRSS>>20, lastRSS>>20, firstGoroutines, lastGoroutines, peakLag.Seconds(), peakLagCalm.Seconds(), soakScrape)
-	// Lost: served by the good exporters and not stored once.
-	b.Logf("of the samples served, %d were in pages the collector gave up on before reading them (scrape timeout or the end of the soak)",
-		soakUndelivered.Load())
+	// Served but not received: each page given up on, by cause.
+	lost, _, parsed := ledger.fates()
+	var lostSum int64
+	for _, n := range lost {
+		lostSum += n
+	}
+	b.Logf("served but not received %d: in pages the collector gave up on %d, of them", served.Load()-int64(testutil.ToFloat64(m.Received)), lostSum)
+	for _, line := range ledger.report() {
+		b.Logf("  %s", line)
+	}
+	b.Logf("pages parsed whole held %d samples (received %.0f); served - parsed whole - given up on = %d (0: every sample accounted for)",
+		parsed, testutil.ToFloat64(m.Received), served.Load()-parsed-lostSum)
+	scrapeErrs := ""
+	for _, r := range []string{dcgm.ReasonTimeout, dcgm.ReasonFetch, dcgm.ReasonParse, dcgm.ReasonCanceled} {
+		scrapeErrs += fmt.Sprintf(" %s %.0f", r, testutil.ToFloat64(scraper.Metrics.Errors().WithLabelValues(r)))
+	}
+	b.Logf("schedloop_collector_scrape_errors_total (every target, hostile ones included):%s", scrapeErrs)
 	b.ReportMetric(float64(served.Load()-(stored-dups)), "soak_samples_lost@samples")
-	b.ReportMetric(float64(soakUndelivered.Load()), "soak_samples_in_abandoned_scrapes@samples")
+	b.ReportMetric(float64(lost[lostBeforeHead]+lost[lostReading]+lost[lostParsing]), "soak_samples_in_timed_out_scrapes@samples")
+	b.ReportMetric(float64(served.Load()-parsed-lostSum), "soak_samples_unaccounted@samples")
 	b.ReportMetric(float64(dups), "soak_duplicates@samples")
 	b.ReportMetric(float64(peakRSS)/(1<<20), "soak_peak_rss_mib@MiB")
 	b.ReportMetric(float64(peakGoroutines), "soak_peak_goroutines@goroutines")
@@ -246,6 +293,23 @@ func BenchmarkSoak(b *testing.B) {
 	b.ReportMetric(float64(lastGoroutines-firstGoroutines), "soak_goroutine_growth@goroutines")
 	b.ReportMetric(peakLag.Seconds(), "soak_peak_lag_s@s")
 	b.ReportMetric(peakLagCalm.Seconds(), "soak_peak_lag_outside_pg_cuts_s@s")
+}
+
+// writeHeapProfile writes the heap profile to name under -soak.heapprofile,
+// if set, after a collection so it shows what is live.
+func writeHeapProfile(b *testing.B, name string) {
+	if *soakHeap == "" {
+		return
+	}
+	runtime.GC()
+	f, err := os.Create(filepath.Join(*soakHeap, name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // cutter is a TCP proxy that can drop every connection and refuse new ones
@@ -318,8 +382,8 @@ func (c *cutter) cutFor(d time.Duration) {
 }
 
 // countingProxy serves target's page and counts the GPU samples in it (one
-// DCGM_FI_DEV_GPU_UTIL series per GPU).
-func countingProxy(b *testing.B, target string, served *atomic.Int64) string {
+// DCGM_FI_DEV_GPU_UTIL series per GPU), each page entered in ledger.
+func countingProxy(b *testing.B, node, target string, served *atomic.Int64, ledger *pageLedger) string {
 	u, err := url.Parse(target)
 	if err != nil {
 		b.Fatal(err)
@@ -333,7 +397,8 @@ func countingProxy(b *testing.B, target string, served *atomic.Int64) string {
 		}
 		n := int64(strings.Count(string(body), "\nDCGM_FI_DEV_GPU_UTIL{"))
 		served.Add(n)
-		r.Body = &undeliveredCounter{Reader: strings.NewReader(string(body)), n: n, ctx: r.Request.Context()}
+		r.Header.Set(pageHeader, ledger.served(node, n))
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
 		r.ContentLength = int64(len(body))
 		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		return nil
@@ -346,37 +411,6 @@ func countingProxy(b *testing.B, target string, served *atomic.Int64) string {
 	go srv.Serve(ln)
 	b.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String() + u.Path
-}
-
-// soakUndelivered counts samples in pages the counting proxies read from an
-// exporter but could not hand to the collector, which had given up on the
-// scrape (its timeout, or the end of the soak): counted as served, they are
-// missed scrapes rather than samples lost after the collector had them.
-var soakUndelivered atomic.Int64
-
-// undeliveredCounter is a page's body that counts its samples in
-// soakUndelivered when the collector's request ends before it is read to
-// the end.
-type undeliveredCounter struct {
-	*strings.Reader
-	n    int64
-	ctx  context.Context
-	read bool
-}
-
-func (u *undeliveredCounter) Read(p []byte) (int, error) {
-	n, err := u.Reader.Read(p)
-	if err == io.EOF {
-		u.read = true
-	}
-	return n, err
-}
-
-func (u *undeliveredCounter) Close() error {
-	if !u.read || u.ctx.Err() != nil {
-		soakUndelivered.Add(u.n)
-	}
-	return nil
 }
 
 // startHostileTargets serves one target per kind of hostile exporter and
