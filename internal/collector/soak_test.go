@@ -178,6 +178,7 @@ func BenchmarkSoak(b *testing.B) {
 	var peakRSS, firstRSS, lastRSS int64
 	peakGoroutines, firstGoroutines, lastGoroutines := 0, 0, 0
 	var peakLag, peakLagCalm time.Duration
+	var heapStart map[string]int64
 	storms := 0
 	var stormCodes sync.Map
 	b.Logf("%8s %9s %8s %8s %8s %10s %9s %10s %10s %s", "t", "rss_MiB", "anon_MiB", "file_MiB", "heap_MiB", "goroutines", "lag_s", "buffered", "spool_B", "fault")
@@ -196,6 +197,7 @@ func BenchmarkSoak(b *testing.B) {
 			peakRSS, peakGoroutines, peakLag = max(peakRSS, rss), max(peakGoroutines, g), max(peakLag, lag)
 			if firstRSS == 0 {
 				firstRSS, firstGoroutines = rss, g
+				heapStart = heapByOwner()
 				writeHeapProfile(b, "heap-start.pb.gz")
 			}
 			lastRSS, lastGoroutines = rss, g
@@ -257,6 +259,9 @@ func BenchmarkSoak(b *testing.B) {
 		drop(collector.DropRejected), drop(collector.DropBufferFull), drop(collector.DropShutdown), testutil.ToFloat64(m.Duplicates))
 	b.Logf("peak RSS %d MiB (the whole process: collector, in-process apiserver, scheduler, simulated nodes), peak goroutines %d",
 		peakRSS>>20, peakGoroutines)
+	for _, line := range heapTable(heapStart, heapByOwner()) {
+		b.Logf("  %s", line)
+	}
 	writeHeapProfile(b, "heap-end.pb.gz")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -272,7 +277,8 @@ func BenchmarkSoak(b *testing.B) {
 	for _, n := range lost {
 		lostSum += n
 	}
-	b.Logf("served but not received %d: in pages the collector gave up on %d, of them", served.Load()-int64(testutil.ToFloat64(m.Received)), lostSum)
+	b.Logf("served but not received %d: in pages the collector gave up on %d%s", served.Load()-int64(testutil.ToFloat64(m.Received)), lostSum,
+		map[bool]string{true: ", by cause:", false: ""}[lostSum > 0])
 	for _, line := range ledger.report() {
 		b.Logf("  %s", line)
 	}
