@@ -56,10 +56,12 @@ bench-hostile: ## 100 exporters beside 4 hostile ones for 5 minutes at 15 s: BEN
 
 SOAK_DURATION ?= 30m
 SOAK_SPEED    ?= 120
+# SOAK_HEAP, when set, is a directory the soak writes heap profiles to.
+SOAK_HEAP     ?=
 
 soak: postgres ## the collector for SOAK_DURATION (30m) under faults: Postgres and apiserver cuts, hostile exporters, read storms; prints loss, duplicates, RSS, goroutines, lag
 	$(GO) test -run '^$$' -bench '^BenchmarkSoak$$' -benchtime 1x -count 1 -timeout 3h -v ./internal/collector/ \
-	  -args -soak.duration $(SOAK_DURATION) -soak.speed $(SOAK_SPEED) | $(GO) run ./scripts/benchreport
+	  -args -soak.duration $(SOAK_DURATION) -soak.speed $(SOAK_SPEED) $(if $(SOAK_HEAP),-soak.heapprofile $(SOAK_HEAP)) | $(GO) run ./scripts/benchreport
 
 web: ## rebuild the dashboard assets (web/dist, embedded into the collector) from web/'s package files
 	cd web && npm ci && npm run build
