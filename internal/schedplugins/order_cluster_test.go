@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/schedloop/schedloop/internal/schedplugins"
 	"github.com/schedloop/schedloop/internal/scoring"
@@ -74,36 +74,35 @@ func TestGangsOrderedAsOneEntity(t *testing.T) {
 	}
 }
 
-// waitQuiet waits until no pod has been tried for longer than the
-// scheduler's longest retry backoff (10 s), so every waiting job is in the
-// active queue and a freed node goes to whichever the queue's order puts
-// first. A gang is tried more often than a lone pod while it waits (each
-// member, or the scheduler's pod-group cycle, and the gang's own backoff),
-// so it leaves its backoff last.
+// waitQuiet waits until the scheduler has made no attempt (of a pod or a
+// pod group) for longer than its longest retry backoff (10 s), so every
+// waiting job is out of backoff and a freed node goes to whichever the
+// queue's order puts first. A gang is tried more often than a lone pod
+// while it waits, so it leaves its backoff last.
 func (e *env) waitQuiet() {
 	e.t.Helper()
 	const backoff = 10*time.Second + 500*time.Millisecond
-	e.waitFor("the scheduler's retries to settle", func() bool {
-		evs, err := e.c.Client.CoreV1().Events(ns).List(e.t.Context(), metav1.ListOptions{})
+	attempts := func() float64 {
+		families, err := legacyregistry.DefaultGatherer.Gather()
 		if err != nil {
-			return false
+			e.t.Fatal(err)
 		}
-		var last time.Time
-		for _, ev := range evs.Items {
-			for _, at := range []time.Time{ev.LastTimestamp.Time, ev.EventTime.Time} {
-				if at.After(last) {
-					last = at
+		var n float64
+		for _, f := range families {
+			if f.GetName() == "scheduler_schedule_attempts_total" || f.GetName() == "scheduler_podgroup_schedule_attempts_total" {
+				for _, m := range f.GetMetric() {
+					n += m.GetCounter().GetValue()
 				}
 			}
-			if ev.Series != nil && ev.Series.LastObservedTime.After(last) {
-				last = ev.Series.LastObservedTime.Time
-			}
 		}
-		if wait := backoff - time.Since(last); wait > 0 {
-			time.Sleep(min(wait, time.Second))
-			return false
+		return n
+	}
+	last, since := attempts(), time.Now()
+	e.waitFor("the scheduler's retries to settle", func() bool {
+		if n := attempts(); n != last {
+			last, since = n, time.Now()
 		}
-		return true
+		return time.Since(since) > backoff
 	})
 }
 
