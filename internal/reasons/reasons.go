@@ -33,6 +33,10 @@ const (
 	// GPUs in the largest free domain of that level. A semicolon, not a
 	// comma, separates the clauses (see the package comment).
 	TopologyFormat = "topology: gang needs %d GPUs within one %s; largest free %s has %d"
+	// ReservedFormat: the job holding the reservation (namespace/name). A
+	// node reserved for it is refused to a job predicted to run past the
+	// reservation's start.
+	ReservedFormat = "reserved for %s"
 )
 
 // GangIncomplete says that a gang cannot be admitted because fewer than
@@ -58,6 +62,11 @@ func TopologyUnsatisfied(gpus int, level string, largestFree int) string {
 	return fmt.Sprintf(TopologyFormat, gpus, level, level, largestFree)
 }
 
+// Reserved says that a node is reserved for job, which is ahead in the
+// order and cannot start yet, and the pod is predicted to run past the
+// reservation's start.
+func Reserved(job string) string { return fmt.Sprintf(ReservedFormat, job) }
+
 // Kind names one of schedloop's own reasons.
 type Kind string
 
@@ -65,6 +74,7 @@ const (
 	KindGangIncomplete Kind = "gang_incomplete"
 	KindQueueLimit     Kind = "queue_limit"
 	KindTopology       Kind = "topology"
+	KindReserved       Kind = "reserved"
 )
 
 // Parsed is one of schedloop's own reasons with its arguments recovered.
@@ -89,11 +99,12 @@ var (
 	gangRE      = regexp.MustCompile(`^gang ([^/\s]+)/(\S+) incomplete: (\d+)/(\d+) members$`)
 	queueRE     = regexp.MustCompile(`^queue (\S+) at limit (\d+) GPUs$`)
 	queueGangRE = regexp.MustCompile(`^queue (\S+) at limit (\d+) running gangs$`)
+	reservedRE  = regexp.MustCompile(`^reserved for ([^/\s]+)/(\S+)$`)
 	topologyRE  = regexp.MustCompile(`^topology: gang needs (\d+) GPUs within one (\S+); largest free (\S+) has (\d+)$`)
 )
 
 // Parse recognises a reason written by GangIncomplete, QueueAtLimit,
-// QueueAtGangLimit or TopologyUnsatisfied. ok is false for any other text, including numbers too
+// QueueAtGangLimit, TopologyUnsatisfied or Reserved. ok is false for any other text, including numbers too
 // large for an int.
 func Parse(reason string) (p Parsed, ok bool) {
 	if m := gangRE.FindStringSubmatch(reason); m != nil {
@@ -125,6 +136,9 @@ func Parse(reason string) (p Parsed, ok bool) {
 			return Parsed{}, false
 		}
 		return Parsed{Kind: KindTopology, GPUs: gpus, Level: m[2], Largest: largest}, true
+	}
+	if m := reservedRE.FindStringSubmatch(reason); m != nil {
+		return Parsed{Kind: KindReserved, Namespace: m[1], Name: m[2]}, true
 	}
 	return Parsed{}, false
 }

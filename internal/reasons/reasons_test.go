@@ -14,6 +14,7 @@ func TestRoundTrip(t *testing.T) {
 		{QueueAtLimit("research", 64), Parsed{Kind: KindQueueLimit, Name: "research", Limit: 64}},
 		{QueueAtGangLimit("research", 2), Parsed{Kind: KindQueueLimit, Name: "research", Limit: 2, RunningGangs: true}},
 		{TopologyUnsatisfied(16, "rack", 8), Parsed{Kind: KindTopology, GPUs: 16, Level: "rack", Largest: 8}},
+		{Reserved("ml/big-gang"), Parsed{Kind: KindReserved, Namespace: "ml", Name: "big-gang"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.reason, func(t *testing.T) {
@@ -32,6 +33,9 @@ func TestStableStrings(t *testing.T) {
 	// These literals are stored history; a failure here means a format changed.
 	if got, want := GangIncomplete("ml", "job-a", 3, 4), "gang ml/job-a incomplete: 3/4 members"; got != want {
 		t.Errorf("GangIncomplete = %q, want %q", got, want)
+	}
+	if got, want := Reserved("ml/big"), "reserved for ml/big"; got != want {
+		t.Errorf("Reserved = %q, want %q", got, want)
 	}
 	if got, want := QueueAtLimit("research", 64), "queue research at limit 64 GPUs"; got != want {
 		t.Errorf("QueueAtLimit = %q, want %q", got, want)

@@ -19,6 +19,7 @@ import (
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/schedplugins/queue"
 	"github.com/schedloop/schedloop/internal/schedplugins/queuesort"
+	"github.com/schedloop/schedloop/internal/schedplugins/reservation"
 	"github.com/schedloop/schedloop/internal/schedplugins/topology"
 )
 
@@ -36,15 +37,25 @@ import (
 // informer and status writer.
 type Set struct {
 	Profile *profilewatch.Holder
+	// Reservations is the scheduler's reservation book, shared by every
+	// profile (one head of the order, one reservation).
+	Reservations *reservation.Book
 
 	mu       sync.Mutex
 	managers map[fwk.Handle]*core.Manager
 	order    *queuesort.Order
+	watching bool
 }
 
 // NewSet returns a Set starting from the default profile.
-func NewSet() *Set {
-	return &Set{Profile: profilewatch.NewHolder(), managers: map[fwk.Handle]*core.Manager{}}
+func NewSet() *Set { return NewSetWithClock(nil) }
+
+// NewSetWithClock is NewSet with the clock reservations are planned on (nil:
+// time.Now): arrivals, binds, predicted ends and the reservation threshold
+// all read it.
+func NewSetWithClock(now func() time.Time) *Set {
+	holder := profilewatch.NewHolder()
+	return &Set{Profile: holder, Reservations: reservation.New(holder, now), managers: map[fwk.Handle]*core.Manager{}}
 }
 
 // Options registers every plugin of the set with kube-scheduler.
@@ -84,7 +95,16 @@ func (s *Set) newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle)
 	if err != nil {
 		return nil, err
 	}
-	return topology.New(obj, h, mgr, s.Profile)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.watching && h.SharedInformerFactory() != nil {
+		if err := s.Reservations.Watch(h.SharedInformerFactory().Core().V1().Pods().Informer()); err != nil {
+			return nil, fmt.Errorf("%s: watch pods for reservations: %w", topology.Name, err)
+		}
+		s.watching = true
+	}
+	s.Reservations.Use(nil, h, h.EventRecorder())
+	return topology.New(obj, h, mgr, s.Profile, s.Reservations)
 }
 
 func (s *Set) newQueue(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -112,6 +132,7 @@ func (s *Set) newQueueSort(_ context.Context, obj runtime.Object, h fwk.Handle) 
 			return nil, err
 		}
 		s.order = o
+		s.Reservations.Use(o, nil, nil)
 	}
 	return queuesort.New(obj, s.order)
 }

@@ -48,6 +48,30 @@ type Reservation struct {
 // there. It may change the trial nodes.
 type PlaceTrial func(trial []*Node) []int
 
+// PlaceTrialJob places a job of members pods shaped r on trial nodes as
+// the scheduler places it: a lone pod on s's best node (SelectNode over
+// every node), a gang all-or-nothing (PlaceGang) within maxLevel. It
+// returns the indices of the nodes taken, or nil when the job does not
+// fit. It is the PlaceTrial both the simulator and the live scheduler plan
+// reservations with.
+func PlaceTrialJob(trial []*Node, r Request, members, depth, maxLevel int, s Scorer) []int {
+	if members <= 1 {
+		i, devices := SelectNode(trial, r, func(_ int, n *Node) (float64, []int) { return s.Score(n, r) })
+		if i < 0 {
+			return nil
+		}
+		if _, err := trial[i].Allocate(r, devices); err != nil {
+			return nil
+		}
+		return []int{i}
+	}
+	_, idx, ok := PlaceGang(trial, r, members, depth, maxLevel, s)
+	if !ok {
+		return nil
+	}
+	return idx
+}
+
 // PlanReservation finds the earliest predicted end among running after
 // which the head job fits, releasing running jobs in order of predicted
 // end on a copy of nodes (nodes is not changed). A predicted end already
@@ -79,11 +103,42 @@ func PlanReservation(nodes []*Node, running []Ending, now int64, place PlaceTria
 }
 
 // Admits reports whether a job predicted to end at end may use node i
-// while r stands: any node outside the reservation, a reserved node only
-// when the job is predicted to be gone by the reservation's start.
+// while r stands (BackfillAdmits).
 func (r Reservation) Admits(i int, end int64) bool {
-	if _, held := slices.BinarySearch(r.Nodes, i); !held {
-		return true
+	_, held := slices.BinarySearch(r.Nodes, i)
+	return BackfillAdmits(held, end, r.Start)
+}
+
+// BackfillAdmits is the backfill rule: a job predicted to end at end may
+// use any node outside a reservation (held false), and a reserved node only
+// when it is predicted to be gone by start, the reservation's start. A job
+// ending exactly then is admitted: it hands the node over as the head job
+// takes it.
+func BackfillAdmits(held bool, end, start int64) bool {
+	return !held || end <= start
+}
+
+// ReservationBinds reports whether the reservation of the job keyed holder
+// restricts the job keyed job at now: only jobs after the holder in the
+// order are held to it. A job ahead of the holder is tried before it, as a
+// replay's pass tries it before the reservation is planned, and a job
+// ahead of the holder that cannot start takes the reservation over
+// (TakesReservation).
+func ReservationBinds(p Params, now int64, holder, job QueueKey) bool {
+	return CompareOrder(p, now, holder, job) < 0
+}
+
+// TakesReservation reports whether a job keyed job, arrived at arrived,
+// that cannot start at now is the one the reservation is planned for:
+// reservations are on, it has waited its threshold (WantsReservation) and
+// no job ahead of it holds the reservation (holder nil: none is held, or
+// job holds it and it is planned again). A replay plans for the first job
+// of each pass that cannot start and wants one; live, where each pod is
+// tried on its own, the failing job ahead of every other candidate is the
+// same job.
+func TakesReservation(p Params, now, arrived int64, job QueueKey, holder *QueueKey) bool {
+	if !p.WantsReservation(arrived, now) {
+		return false
 	}
-	return end <= r.Start
+	return holder == nil || CompareOrder(p, now, job, *holder) < 0
 }

@@ -151,23 +151,6 @@ func (p *placer) placeGang(r scoring.Request, members int, pod uint64) ([]scorin
 	return allocs, idx, ok
 }
 
-// trialPlace places members pods shaped r on trial nodes (a copy of the
-// cluster's, indexed alike) as placeOne and placeGang would, for planning.
-func (p *placer) trialPlace(trial []*scoring.Node, r scoring.Request, members int) ([]scoring.Allocation, []int, bool) {
-	if members == 1 {
-		i, devices := scoring.SelectNode(trial, r, func(_ int, n *scoring.Node) (float64, []int) { return p.scorer.Score(n, r) })
-		if i < 0 {
-			return nil, nil, false
-		}
-		a, err := trial[i].Allocate(r, devices)
-		if err != nil {
-			return nil, nil, false
-		}
-		return []scoring.Allocation{a}, []int{i}, true
-	}
-	return scoring.PlaceGang(trial, r, members, p.depth, p.maxLevel, p.scorer)
-}
-
 // placePartial places as many of members pods as fit, one at a time, the
 // way gang members are scheduled before they all reach Permit.
 func (p *placer) placePartial(r scoring.Request, shape, members int, pod uint64) ([]scoring.Allocation, []int) {

@@ -552,11 +552,7 @@ func (r *replay) planReservation(js *jobState, t time.Duration) (scoring.Reserva
 	}
 	j := js.job
 	return scoring.PlanReservation(r.p.nodes, running, int64(t), func(trial []*scoring.Node) []int {
-		_, idx, ok := r.p.trialPlace(trial, j.Request, j.Members)
-		if !ok {
-			return nil
-		}
-		return idx
+		return scoring.PlaceTrialJob(trial, j.Request, j.Members, r.p.depth, r.p.maxLevel, r.p.scorer)
 	})
 }
 

@@ -21,6 +21,29 @@ import (
 // device that fits, after every recorded pod. levels are the topology
 // label keys, outermost first (see Domains).
 func Node(ni fwk.NodeInfo, levels []string) *scoring.Node {
+	return build(ni, levels, nil)
+}
+
+// Held is what one pod on a node holds, as Node's view accounts it.
+type Held struct {
+	Pod   *v1.Pod
+	Alloc scoring.Allocation
+}
+
+// NodeHeld is Node's view of ni with what each pod on it holds there: its
+// CPU and memory requests and the devices the view gave it, so releasing
+// a pod's allocation from the view (scoring.Node.Release) leaves the node
+// as if the pod had ended.
+func NodeHeld(ni fwk.NodeInfo, levels []string) (*scoring.Node, []Held) {
+	var held []Held
+	n := build(ni, levels, func(pod *v1.Pod, r scoring.Request, devices []int, milli int) {
+		held = append(held, Held{Pod: pod, Alloc: scoring.Allocation{Node: ni.Node().Name, CPUMilli: r.CPUMilli,
+			MemoryMiB: r.MemoryMiB, Devices: devices, Milli: milli}})
+	})
+	return n, held
+}
+
+func build(ni fwk.NodeInfo, levels []string, record func(pod *v1.Pod, r scoring.Request, devices []int, milli int)) *scoring.Node {
 	node := ni.Node()
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
 	n := &scoring.Node{
@@ -35,31 +58,49 @@ func Node(ni fwk.NodeInfo, levels []string) *scoring.Node {
 		n.Domains = Domains(node, levels)
 	}
 	gpus := int(alloc.GetScalarResources()[podspec.ResourceGPU])
-	if gpus <= 0 {
+	if gpus > 0 {
+		n.GPUFree = make([]int, gpus)
+		for i := range n.GPUFree {
+			n.GPUFree[i] = scoring.MilliPerGPU
+		}
+	} else if record == nil {
 		return n
 	}
-	n.GPUFree = make([]int, gpus)
-	for i := range n.GPUFree {
-		n.GPUFree[i] = scoring.MilliPerGPU
+	type pending struct {
+		pod *v1.Pod
+		r   scoring.Request
 	}
-	var unrecorded []scoring.Request
+	var unrecorded []pending
 	for _, pi := range ni.GetPods() {
 		pod := pi.GetPod()
 		r := podspec.Request(pod)
-		if r.GPUs == 0 {
+		if r.GPUs == 0 || gpus <= 0 {
+			if record != nil {
+				record(pod, r, nil, 0)
+			}
 			continue
 		}
 		if d, ok := podspec.Devices(pod); ok {
-			if _, err := n.TakeDevices(r, d); err == nil {
+			if milli, err := n.TakeDevices(r, d); err == nil {
+				if record != nil {
+					record(pod, r, d, milli)
+				}
 				continue
 			}
 		}
-		unrecorded = append(unrecorded, r)
+		unrecorded = append(unrecorded, pending{pod, r})
 	}
-	for _, r := range unrecorded {
+	for _, u := range unrecorded {
 		// Placed by another scheduler, or its record no longer fits: the
 		// view can only guess, as the node's device plugin chose.
-		_, _ = n.TakeDevices(r, scoring.BestFitDevices(n, r))
+		d := scoring.BestFitDevices(n, u.r)
+		milli, err := n.TakeDevices(u.r, d)
+		if err != nil {
+			d, milli = nil, 0
+		}
+		if record != nil {
+			record(u.pod, u.r, d, milli)
+		}
 	}
 	return n
 }

@@ -40,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/schedloop/schedloop/internal/podspec"
@@ -77,6 +78,8 @@ type Order struct {
 type sighting struct {
 	at      time.Time
 	service float64
+	// run is the predicted run time service was computed from.
+	run time.Duration
 }
 
 type charge struct {
@@ -212,23 +215,29 @@ func (o *Order) Less(a, b fwk.QueuedEntityInfo) bool {
 // key is the entity's place in the order the simulator replays with, so
 // live and simulated queues agree.
 func (o *Order) key(act *profilewatch.Active, now time.Time, e fwk.QueuedEntityInfo) scoring.QueueKey {
-	k := scoring.QueueKey{Priority: e.GetPriority(), Created: e.GetTimestamp().UnixNano()}
 	pod := o.podOf(e)
 	if pod == nil {
-		return k
+		return scoring.QueueKey{Priority: e.GetPriority(), Created: e.GetTimestamp().UnixNano()}
 	}
-	k.Name = pod.Name
+	k, _ := o.podKey(act, now, pod, e.GetPriority(), e.GetTimestamp())
+	return k
+}
+
+// podKey is pod's key at now, its entity first sighted at ts if it has not
+// been yet, and its job's predicted run time.
+func (o *Order) podKey(act *profilewatch.Active, now time.Time, pod *v1.Pod, priority int32, ts time.Time) (scoring.QueueKey, time.Duration) {
+	k := scoring.QueueKey{Priority: priority, Name: pod.Name}
 	f, _ := podspec.Read(pod)
 	id := string(pod.UID)
 	if f.GangKey != "" {
 		k.Gang, id = f.GangKey, f.GangKey
 	}
-	seen := o.sight(act, id, pod, f, e.GetTimestamp())
+	seen := o.sight(act, id, pod, f, ts)
 	k.Created, k.Service = seen.at.UnixNano(), seen.service
 	if act.Params.EffectiveOrder() == scoring.OrderFairShare {
 		k.Attained = o.attainedAt(f.Queue, now)
 	}
-	return k
+	return k, seen.run
 }
 
 // sight is the entity's first sighting, made now (at ts, its queue
@@ -240,14 +249,8 @@ func (o *Order) sight(act *profilewatch.Active, id string, pod *v1.Pod, f podspe
 	if seen {
 		return s
 	}
-	members := 1
-	job := pod.Name
-	if f.Gang != "" {
-		job, members = f.Gang, o.members(pod.Namespace, f.GangKey, f.Gang)
-	}
-	demand := int64(members) * f.Request.TotalGPUMilli()
-	predicted := act.Predict(predict.JobFeatures(pod.Namespace+"/"+job, f.Queue, demand, f.Priority))
-	s = sighting{at: ts, service: scoring.PredictedService(predicted, demand)}
+	predicted, demand := o.predict(act, pod, f)
+	s = sighting{at: ts, service: scoring.PredictedService(predicted, demand), run: predicted}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if prev, raced := o.first[id]; raced {
@@ -255,6 +258,33 @@ func (o *Order) sight(act *profilewatch.Active, id string, pod *v1.Pod, f podspe
 	}
 	o.first[id] = s
 	return s
+}
+
+// predict is the run time the profile's predictor table predicts for pod's
+// job, and the job's demand in milli-GPU.
+func (o *Order) predict(act *profilewatch.Active, pod *v1.Pod, f podspec.Facts) (time.Duration, int64) {
+	members := 1
+	job := pod.Name
+	if f.Gang != "" {
+		job, members = f.Gang, o.members(pod.Namespace, f.GangKey, f.Gang)
+	}
+	demand := int64(members) * f.Request.TotalGPUMilli()
+	return act.Predict(predict.JobFeatures(pod.Namespace+"/"+job, f.Queue, demand, f.Priority)), demand
+}
+
+// Job is a waiting pod's job as the order sees it at now: its key (from
+// the job's first sighting, made now with arrived as its arrival if the
+// queue has not keyed it yet) and its predicted run time then.
+func (o *Order) Job(pod *v1.Pod, now, arrived time.Time) (scoring.QueueKey, time.Duration) {
+	return o.podKey(o.profile.Load(), now, pod, corev1helpers.PodPriority(pod), arrived)
+}
+
+// RunTime is the run time the active profile's predictor table predicts
+// for pod's job, as a waiting job's is predicted at its first sighting.
+func (o *Order) RunTime(pod *v1.Pod) time.Duration {
+	f, _ := podspec.Read(pod)
+	run, _ := o.predict(o.profile.Load(), pod, f)
+	return run
 }
 
 // members is a gang's size: its PodGroup's, else the members the

@@ -76,7 +76,7 @@ func TestScoreWinnerIsScoringsChoice(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			holder := profilewatch.NewHolder()
-			p, err := topology.New(nil, nil, nil, holder)
+			p, err := topology.New(nil, nil, nil, holder, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestScoreWinnerIsScoringsChoice(t *testing.T) {
 // Cached views follow the NodeInfo: once a node changes (its generation
 // moves on) the next cycle scores what is on it now.
 func TestScoreFollowsNodeChanges(t *testing.T) {
-	p, err := topology.New(nil, nil, nil, profilewatch.NewHolder())
+	p, err := topology.New(nil, nil, nil, profilewatch.NewHolder(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestScoreFollowsNodeChanges(t *testing.T) {
 // emptying, and a profile swap.
 func TestRememberedScoresMatchFreshScores(t *testing.T) {
 	holder := profilewatch.NewHolder()
-	long, err := topology.New(nil, nil, nil, holder)
+	long, err := topology.New(nil, nil, nil, holder, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestRememberedScoresMatchFreshScores(t *testing.T) {
 			}
 		}
 		pod := shapes[rng.IntN(len(shapes))]
-		fresh, err := topology.New(nil, nil, nil, holder)
+		fresh, err := topology.New(nil, nil, nil, holder, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +229,7 @@ func TestFilterChecksDevicesWhereSharesLand(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := topology.New(nil, nil, nil, profilewatch.NewHolder())
+			p, err := topology.New(nil, nil, nil, profilewatch.NewHolder(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

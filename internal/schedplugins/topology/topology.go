@@ -48,6 +48,7 @@ import (
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
 	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
+	"github.com/schedloop/schedloop/internal/schedplugins/reservation"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
@@ -140,6 +141,9 @@ type Topology struct {
 
 	workload  atomic.Pointer[workloadSnapshot]
 	refreshMu sync.Mutex
+
+	// book is the scheduler's reservation book; nil reserves nothing.
+	book *reservation.Book
 }
 
 type workloadSnapshot struct {
@@ -158,13 +162,14 @@ var (
 	_ fwk.EnqueueExtensions = &Topology{}
 )
 
-// New builds the plugin over the shared gang manager (see schedplugins.Set).
-func New(obj runtime.Object, h fwk.Handle, mgr *core.Manager, holder *profilewatch.Holder) (*Topology, error) {
+// New builds the plugin over the shared gang manager and reservation book
+// (see schedplugins.Set; a nil book reserves nothing).
+func New(obj runtime.Object, h fwk.Handle, mgr *core.Manager, holder *profilewatch.Holder, book *reservation.Book) (*Topology, error) {
 	args, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err
 	}
-	t := &Topology{args: args, handle: h, mgr: mgr, profile: holder, now: time.Now, views: nodeview.NewCache(args.Levels), memo: newScoreMemo()}
+	t := &Topology{args: args, handle: h, mgr: mgr, profile: holder, now: time.Now, views: nodeview.NewCache(args.Levels), memo: newScoreMemo(), book: book}
 	if h != nil && h.SharedInformerFactory() != nil {
 		t.pods = h.SharedInformerFactory().Core().V1().Pods().Lister()
 	}
@@ -218,6 +223,12 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 	if facts.Request.GPUs > 0 {
 		state.Write(gpuKey, &cycleGPU{req: facts.Request})
 		skip = nil
+	}
+	if t.book != nil {
+		if r := t.book.For(pod); r != nil {
+			state.Write(reservedKey, &cycleReserved{r: r})
+			skip = nil
+		}
 	}
 	key, _, ok := podspec.GangKey(pod)
 	if !ok || t.mgr == nil {
@@ -283,7 +294,14 @@ func (t *Topology) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 const (
 	confinedKey fwk.StateKey = Name + "/confined"
 	gpuKey      fwk.StateKey = Name + "/gpu"
+	reservedKey fwk.StateKey = Name + "/reserved"
 )
+
+// cycleReserved is the standing reservation's restriction on this cycle's
+// pod.
+type cycleReserved struct{ r *reservation.Restriction }
+
+func (c *cycleReserved) Clone() fwk.StateData { return c }
 
 // cycleGPU marks a cycle whose pod asks for GPUs.
 type cycleGPU struct{ req scoring.Request }
@@ -295,7 +313,13 @@ func (c *cycleGPU) Clone() fwk.StateData { return c }
 // share free, or too few devices that no share uses. Only GPU pods get here,
 // and only a share or a node offering shares is checked per device
 // (nodeview.OffersShares).
-func (t *Topology) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+func (t *Topology) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	if d, err := state.Read(reservedKey); err == nil {
+		if r := d.(*cycleReserved).r; !r.Admits(ni.Node().Name) {
+			t.book.Refused(pod)
+			return fwk.NewStatus(fwk.Unschedulable, reasons.Reserved(r.Job))
+		}
+	}
 	d, err := state.Read(gpuKey)
 	if err != nil {
 		return nil
@@ -324,6 +348,9 @@ func (confinedByPreference) Clone() fwk.StateData { return confinedByPreference{
 // so retrying the same domain would never succeed. It never makes the pod
 // schedulable itself.
 func (t *Topology) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if t.book != nil {
+		t.book.Failed(pod, func(now time.Time) ([]string, time.Time, bool) { return t.planReservation(state, pod, now) })
+	}
 	key, _, ok := podspec.GangKey(pod)
 	if !ok || t.mgr == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
