@@ -39,6 +39,9 @@ type JCTSummary struct {
 	Finished         int
 	MeanJCTSeconds   float64
 	MeanQueueSeconds float64
+	// P95JCTSeconds is the nearest-rank 95th percentile of JCT, as the
+	// simulator's metrics take it.
+	P95JCTSeconds float64
 	// HighPriorityJobs counts the finished jobs at or above the high
 	// priority asked for; HighPriorityP95WaitSeconds is the nearest-rank
 	// 95th percentile of their queueing (0 without any).
@@ -63,6 +66,7 @@ func (s *Store) NamespaceJCT(ctx context.Context, namespace string, since time.T
 		SELECT count(*),
 		       coalesce(avg(j.jct_seconds), 0),
 		       coalesce(avg(j.queue_seconds), 0),
+		       coalesce(percentile_disc(0.95) WITHIN GROUP (ORDER BY j.jct_seconds), 0),
 		       count(*) FILTER (WHERE pr.priority >= $3),
 		       coalesce(percentile_disc(0.95) WITHIN GROUP (ORDER BY j.queue_seconds) FILTER (WHERE pr.priority >= $3), 0)
 		FROM job_jct j
@@ -70,7 +74,7 @@ func (s *Store) NamespaceJCT(ctx context.Context, namespace string, since time.T
 		    SELECT greatest(j.priority, coalesce(max(p.priority), j.priority)) AS priority FROM pods p WHERE p.job_uid = j.uid
 		) pr
 		WHERE j.namespace = $1 AND j.created_at >= $2 AND j.finished_at IS NOT NULL`, namespace, since, highPriority).
-		Scan(&j.Finished, &j.MeanJCTSeconds, &j.MeanQueueSeconds, &j.HighPriorityJobs, &j.HighPriorityP95WaitSeconds)
+		Scan(&j.Finished, &j.MeanJCTSeconds, &j.MeanQueueSeconds, &j.P95JCTSeconds, &j.HighPriorityJobs, &j.HighPriorityP95WaitSeconds)
 	if err != nil {
 		return JCTSummary{}, fmt.Errorf("read JCT of %s: %w", namespace, err)
 	}

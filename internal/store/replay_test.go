@@ -60,7 +60,7 @@ func TestReplayReadBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := store.JCTSummary{Finished: 2, MeanJCTSeconds: 155, MeanQueueSeconds: 20, HighPriorityJobs: 2, HighPriorityP95WaitSeconds: 30}
+	want := store.JCTSummary{Finished: 2, MeanJCTSeconds: 155, MeanQueueSeconds: 20, P95JCTSeconds: 200, HighPriorityJobs: 2, HighPriorityP95WaitSeconds: 30}
 	if jct != want {
 		t.Errorf("JCT = %+v, want %+v", jct, want)
 	}

@@ -220,6 +220,21 @@ func (o OnlinePredictor) Observe(j *sim.Job, ran, now time.Duration) {
 	o.P.Observe(o.features(j), ran, now)
 }
 
+// TablePredictor predicts in a replay as the scheduler does: from the
+// predictor table published with a profile, each job keyed as the history
+// predictor keyed it (its stored namespace/name, queue, GPUs, priority),
+// learning nothing, since the scheduler only reads the table.
+type TablePredictor struct{ P *predict.Predictor }
+
+// Predict implements sim.Predictor.
+func (t TablePredictor) Predict(j *sim.Job, _ time.Duration) time.Duration {
+	d, _ := t.P.Predict(predict.JobFeatures(j.Name, j.Queue, j.DemandMilli(), j.Priority))
+	return d
+}
+
+// Observe implements sim.Predictor: a published table does not learn.
+func (TablePredictor) Observe(*sim.Job, time.Duration, time.Duration) {}
+
 // newHistoryPredictor is the predictor a replay of stored history uses:
 // the documented defaults, jobs keyed by name as well.
 func newHistoryPredictor() sim.Predictor {
@@ -344,20 +359,27 @@ func RunHelios(ctx context.Context, w HeliosWorkload, p HeliosPolicy, until time
 }
 
 // MarkHighPriority is the stated, seeded rule of the high-priority run:
-// a job is high priority when the FNV-1a hash of its name and the seed is
-// 0 modulo 10 — about one job in ten, independent of its shape or time.
+// a job is high priority when IsHighPriority says so — about one job in
+// ten, independent of its shape or time.
 func MarkHighPriority(seed uint64, prio int32) func([]sim.Job) []sim.Job {
 	return func(js []sim.Job) []sim.Job {
 		out := slices.Clone(js)
 		for i := range out {
-			h := fnv.New64a()
-			fmt.Fprintf(h, "%d/%s", seed, out[i].Name)
-			if h.Sum64()%10 == 0 {
+			if IsHighPriority(seed, out[i].Name) {
 				out[i].Priority = prio
 			}
 		}
 		return out
 	}
+}
+
+// IsHighPriority is the seeded high-priority rule for traces that record
+// no priorities (the hp row of the Helios table, the demo): the FNV-1a hash
+// of "seed/name" is 0 modulo 10.
+func IsHighPriority(seed uint64, name string) bool {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s", seed, name)
+	return h.Sum64()%10 == 0
 }
 
 // HeliosGrid is the order, starvation and reservation settings the tuned

@@ -11,6 +11,7 @@ import (
 
 	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/sim"
 )
 
@@ -54,7 +55,14 @@ type Report struct {
 	CutS      float64          `json:"cutSeconds"`
 	Train     Comparison       `json:"train"`
 	HeldOut   Comparison       `json:"heldOut"`
-	Decision  Decision         `json:"decision"`
+	// Window is the whole history replayed once as recorded (no jitter),
+	// under the current profile and under the proposal, both predicting
+	// run times from the published predictor table as the scheduler does:
+	// what the same jobs submitted again should measure under each. The
+	// held-out comparison judges; this one is what a replay of the same
+	// window is compared with.
+	Window   Comparison `json:"window"`
+	Decision Decision   `json:"decision"`
 	// Prediction is the run-time predictor's accuracy on the held-out
 	// history, each job predicted from the jobs finished before it.
 	Prediction predict.Accuracy `json:"prediction"`
@@ -117,8 +125,32 @@ func Tune(ctx context.Context, in Input) (Report, error) {
 	r.Decision = in.Guard.Decide(r.HeldOut, best.Key() != cur.Key())
 	table := FitPredictor(in.Workload.Jobs)
 	r.Predictor = &table
+	if r.Window, err = windowComparison(in.Objective, in.Workload, in.Base, table, cur, best); err != nil {
+		return Report{}, err
+	}
 	r.ElapsedS = in.Now().Sub(start).Seconds()
 	return r, nil
+}
+
+// windowComparison replays the whole workload once under cur and under
+// best, each predicting from table as the scheduler will.
+func windowComparison(o Objective, w Workload, base sim.Config, table predict.Table, cur, best Candidate) (Comparison, error) {
+	typical := scoring.TypicalWorkload(sim.Requests(w.Jobs), 0.95)
+	var ev [2]Evaluation
+	for i, c := range []Candidate{cur, best} {
+		p, err := predict.FromTable(table)
+		if err != nil {
+			return Comparison{}, fmt.Errorf("window replay: %w", err)
+		}
+		cfg := base
+		cfg.Params, cfg.Workload, cfg.Predictor = c.Params.Clone(), typical, TablePredictor{P: p}
+		res, err := sim.Run(w.Cluster, w.Jobs, cfg)
+		if err != nil {
+			return Comparison{}, fmt.Errorf("window replay: %w", err)
+		}
+		ev[i] = Evaluation{PerReplay: []Values{ValuesOf(res.Metrics)}, Prediction: predictionAccuracy(w.Jobs, res)}
+	}
+	return Compare(o, ev[1], ev[0]), nil
 }
 
 // inputs names what the run reads, with the seed it replays under.
@@ -165,8 +197,9 @@ func ReportFromEvidence(ev map[string]any) (Report, error) {
 }
 
 // Predicted is the held-out outcome the proposal promises, with the current
-// profile's held-out outcome under baseline_ names, as stored beside what is
-// later measured.
+// profile's held-out outcome under baseline_ names, and the whole window's
+// under window_ and window_baseline_ names, as stored beside what is later
+// measured.
 func (r Report) Predicted() map[string]float64 {
 	out := map[string]float64{"gain": r.HeldOut.Gain}
 	for m, v := range r.HeldOut.After {
@@ -175,8 +208,17 @@ func (r Report) Predicted() map[string]float64 {
 	for m, v := range r.HeldOut.Before {
 		out["baseline_"+string(m)] = v
 	}
+	for m, v := range r.Window.After {
+		out[WindowPrefix+string(m)] = v
+	}
+	for m, v := range r.Window.Before {
+		out[WindowPrefix+"baseline_"+string(m)] = v
+	}
 	return out
 }
+
+// WindowPrefix names Report.Window's figures in Predicted.
+const WindowPrefix = "window_"
 
 // Explain writes what changed and why, with the numbers.
 func (r Report) Explain(w io.Writer) error {
@@ -189,9 +231,9 @@ func (r Report) Explain(w io.Writer) error {
 	fmt.Fprintf(tw, "decision: %s: %s\n", verdict, r.Decision.Reason)
 	fmt.Fprintf(tw, "objective: %s (lower is better; gains are relative)\n", r.Objective)
 	in := r.Inputs
-	fmt.Fprintf(tw, "evidence: %d training jobs, %d held-out jobs after %s; %d replays (arrival jitter ±%s); %d simulations in %.1fs\n",
+	fmt.Fprintf(tw, "evidence: %d training jobs, %d held-out jobs after %s; %d replays (arrival jitter ±%s); %d simulations in %v\n",
 		r.TrainJobs, r.HeldJobs, time.Duration(r.CutS*float64(time.Second)).Round(time.Second), in.Replays,
-		time.Duration(in.JitterS*float64(time.Second)), r.Evaluations, r.ElapsedS)
+		time.Duration(in.JitterS*float64(time.Second)), r.Evaluations, time.Duration(r.ElapsedS*float64(time.Second)).Round(time.Millisecond))
 	seed := fmt.Sprintf("%d", in.Seed)
 	if in.SeedDerived {
 		seed += " (derived from the history and inventory hashes)"
@@ -215,7 +257,7 @@ func (r Report) Explain(w io.Writer) error {
 	for _, part := range []struct {
 		name string
 		c    Comparison
-	}{{"training days", r.Train}, {"held-out days", r.HeldOut}} {
+	}{{"training days", r.Train}, {"held-out days", r.HeldOut}, {"whole window, table predictions", r.Window}} {
 		fmt.Fprintf(tw, "\n%s:\tcurrent\tproposed\tchange ± s.e. over replays\n", part.name)
 		for _, m := range Metrics {
 			b, a := part.c.Before[m], part.c.After[m]

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/sim"
@@ -175,8 +176,23 @@ func TestTuneOnPhillySlice(t *testing.T) {
 			t.Errorf("explain lacks %q:\n%s", s, a.String())
 		}
 	}
-	if p := r.Predicted(); p["baseline_mean_jct_s"] != r.HeldOut.Before[MetricMeanJCT] {
+	if p := r.Predicted(); p["baseline_mean_jct_s"] != r.HeldOut.Before[MetricMeanJCT] ||
+		p["window_mean_jct_s"] != r.Window.After[MetricMeanJCT] || p["window_baseline_gpu_idle_share"] != r.Window.Before[MetricGPUIdle] {
 		t.Errorf("predicted %v", p)
+	}
+	// The window is the whole history once, under the current profile and
+	// the proposal, each predicting from the published table.
+	table, err := predict.FromTable(*r.Predictor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.Run(w.Cluster, w.Jobs, sim.Config{Params: r.Proposed.Params(), Predictor: TablePredictor{P: table},
+		Workload: scoring.TypicalWorkload(sim.Requests(w.Jobs), 0.95)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ValuesOf(res.Metrics); !reflect.DeepEqual(got, r.Window.After) || len(r.Window.Gains) != 1 {
+		t.Errorf("window after = %v over %d replays, want one replay of the whole history: %v", r.Window.After, len(r.Window.Gains), got)
 	}
 	t.Log(a.String())
 }
