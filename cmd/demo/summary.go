@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/schedloop/schedloop/internal/store"
+	"github.com/schedloop/schedloop/internal/tuner"
 )
 
 // Each phase is one namespace; its jobs are those created in it since the
@@ -42,6 +43,7 @@ type PhaseSummary struct {
 	GPUIdleShare   float64 `json:"gpuIdleShare"`
 
 	MeanJCTSeconds float64 `json:"meanJctSeconds"`
+	P95JCTSeconds  float64 `json:"p95JctSeconds"`
 	// MeanQueueSeconds is the mean of created to admitted (else first
 	// bound); QueueShare is it over MeanJCTSeconds.
 	MeanQueueSeconds           float64 `json:"meanQueueSeconds"`
@@ -64,9 +66,10 @@ type Summary struct {
 	Before    PhaseSummary `json:"before"`
 	After     PhaseSummary `json:"after"`
 	Dashboard string       `json:"dashboard"`
-	// Predicted is what the tuner's held-out replays expected of the
-	// published profile (tuner.Report.Predicted: metric and baseline_metric
-	// values); nil when nothing was published.
+	// Predicted is what the tuner expected of the published profile, as
+	// stored with it in Postgres (tuner.Report.Predicted: the held-out
+	// replays' metric and baseline_metric values, the whole window's under
+	// tuner.WindowPrefix); nil when nothing was published.
 	Predicted map[string]float64 `json:"predicted,omitempty"`
 }
 
@@ -82,6 +85,7 @@ func readPhase(ctx context.Context, s *store.Store, p *PhaseSummary, threshold f
 		return err
 	}
 	p.FinishedJobs, p.MeanJCTSeconds, p.MeanQueueSeconds = jct.Finished, jct.MeanJCTSeconds, jct.MeanQueueSeconds
+	p.P95JCTSeconds = jct.P95JCTSeconds
 	p.QueueShare = jct.QueueShare()
 	p.HighPriorityJobs, p.HighPriorityP95WaitSeconds = jct.HighPriorityJobs, jct.HighPriorityP95WaitSeconds
 	round := time.Duration(p.RoundSeconds * float64(time.Second))
@@ -99,17 +103,20 @@ func readPhase(ctx context.Context, s *store.Store, p *PhaseSummary, threshold f
 func (s Summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\nsummary (read from Postgres; times are wall seconds at %gx, trace time in brackets)\n", s.Speed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "\tbefore: %s\tafter: %s\tchange\tpredicted\n", s.Before.Profile, s.After.Profile)
+	fmt.Fprintf(tw, "\tbefore: %s\tafter: %s\tchange\tpredicted after (change)\n", s.Before.Profile, s.After.Profile)
 	b, a := s.Before, s.After
-	fmt.Fprintf(tw, "GPU idle share\t%.1f%% of %d samples\t%.1f%% of %d samples\t%+.1f pts\t%s\n",
-		100*b.GPUIdleShare, b.GPUSamples, 100*a.GPUIdleShare, a.GPUSamples, 100*(a.GPUIdleShare-b.GPUIdleShare),
-		s.predicted("gpu_idle_share", func(before, after float64) string { return fmt.Sprintf("%+.1f pts", 100*(after-before)) }))
+	pts := func(before, after float64) string { return fmt.Sprintf("%+.1f pts", 100*(after-before)) }
+	fmt.Fprintf(tw, "GPU idle share\t%.1f%% of %d samples\t%.1f%% of %d samples\t%s\t%s\n",
+		100*b.GPUIdleShare, b.GPUSamples, 100*a.GPUIdleShare, a.GPUSamples, pts(b.GPUIdleShare, a.GPUIdleShare),
+		s.predicted("gpu_idle_share", func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }, pts))
 	fmt.Fprintf(tw, "mean JCT\t%s\t%s\t%s\t%s\n", s.seconds(b.MeanJCTSeconds), s.seconds(a.MeanJCTSeconds),
-		change(b.MeanJCTSeconds, a.MeanJCTSeconds), s.predicted("mean_jct_s", change))
+		change(b.MeanJCTSeconds, a.MeanJCTSeconds), s.predicted("mean_jct_s", s.seconds, change))
+	fmt.Fprintf(tw, "p95 JCT\t%s\t%s\t%s\t%s\n", s.seconds(b.P95JCTSeconds), s.seconds(a.P95JCTSeconds),
+		change(b.P95JCTSeconds, a.P95JCTSeconds), s.predicted("p95_jct_s", s.seconds, change))
 	fmt.Fprintf(tw, "mean queueing (share of JCT)\t%s (%.0f%%)\t%s (%.0f%%)\t%s\t\n", s.seconds(b.MeanQueueSeconds), 100*b.QueueShare,
 		s.seconds(a.MeanQueueSeconds), 100*a.QueueShare, change(b.MeanQueueSeconds, a.MeanQueueSeconds))
 	fmt.Fprintf(tw, "high-priority p95 wait\t%s\t%s\t%s\t%s\n", s.seconds(b.HighPriorityP95WaitSeconds), s.seconds(a.HighPriorityP95WaitSeconds),
-		change(b.HighPriorityP95WaitSeconds, a.HighPriorityP95WaitSeconds), s.predicted("p95_high_priority_wait_s", change))
+		change(b.HighPriorityP95WaitSeconds, a.HighPriorityP95WaitSeconds), s.predicted("p95_high_priority_wait_s", s.seconds, change))
 	fmt.Fprintf(tw, "jobs finished (high priority)\t%d/%d (%d)\t%d/%d (%d)\t\t\n", b.FinishedJobs, b.Jobs, b.HighPriorityJobs, a.FinishedJobs, a.Jobs, a.HighPriorityJobs)
 	tw.Flush()
 	switch {
@@ -121,20 +128,22 @@ func (s Summary) print(w io.Writer) {
 		fmt.Fprintf(w, "the tuner published its profile: %s\n", s.Reason)
 	}
 	fmt.Fprintf(w, "both replays: the same %d jobs from %s, arrivals %gx closer than the trace's; dashboard %s\n", b.Jobs, s.Trace, s.Compress, s.Dashboard)
-	if s.Predicted != nil {
-		fmt.Fprintln(w, "predicted: the tuner's replays of the held-out (later 30%) jobs, current profile against the published one")
+	if p, ok := s.Predicted[tuner.WindowPrefix+"mean_jct_s"]; ok && a.MeanJCTSeconds > 0 {
+		fmt.Fprintf(w, "predicted (stored with the profile): the tuner's replay of the first replay's jobs under each profile, run times predicted from the published table; mean JCT predicted %.2f s, measured %.2f s (%+.1f%%)\n",
+			p, a.MeanJCTSeconds, 100*(a.MeanJCTSeconds-p)/p)
 	}
 }
 
-// predicted formats the tuner's expected change of metric, baseline to
-// proposal, on its held-out replays ("" without a prediction).
-func (s Summary) predicted(metric string, format func(before, after float64) string) string {
-	before, okB := s.Predicted["baseline_"+metric]
-	after, okA := s.Predicted[metric]
+// predicted formats the tuner's whole-window prediction of metric under the
+// published profile, and its change from the current profile's (""
+// without a prediction).
+func (s Summary) predicted(metric string, value func(float64) string, change func(before, after float64) string) string {
+	before, okB := s.Predicted[tuner.WindowPrefix+"baseline_"+metric]
+	after, okA := s.Predicted[tuner.WindowPrefix+metric]
 	if !okB || !okA {
 		return ""
 	}
-	return format(before, after)
+	return fmt.Sprintf("%s (%s)", value(after), change(before, after))
 }
 
 func (s Summary) seconds(v float64) string {

@@ -23,19 +23,23 @@ func TestChange(t *testing.T) {
 	}
 }
 
-// The predicted column shows the tuner's held-out expectation beside what
+// The predicted column shows the tuner's whole-window expectation of the
+// published profile and its change from the current profile's beside what
 // the replays measured, and stays empty without a published profile.
 func TestSummaryPrintsPredictions(t *testing.T) {
 	s := Summary{Speed: 400, Published: true, Accepted: true, Reason: "held-out gain 12.8%",
 		Before: PhaseSummary{Profile: "stock", GPUIdleShare: 0.011, MeanJCTSeconds: 5.9, MeanQueueSeconds: 3, QueueShare: 3 / 5.9},
 		After:  PhaseSummary{Profile: "tuned", GPUIdleShare: 0, MeanJCTSeconds: 5.8, MeanQueueSeconds: 1.5, QueueShare: 1.5 / 5.8},
-		Predicted: map[string]float64{"gain": 0.128, "gpu_idle_share": 0.002, "baseline_gpu_idle_share": 0.012,
-			"mean_jct_s": 5.0, "baseline_mean_jct_s": 6.0}}
+		Predicted: map[string]float64{"gain": 0.128, "gpu_idle_share": 0.5, "baseline_gpu_idle_share": 0.6,
+			"window_gpu_idle_share": 0.002, "window_baseline_gpu_idle_share": 0.012,
+			"window_mean_jct_s": 5.0, "window_baseline_mean_jct_s": 6.0, "mean_jct_s": 1, "baseline_mean_jct_s": 2}}
 	var out strings.Builder
 	s.print(&out)
 	// Columns are padded: compare with runs of spaces collapsed.
 	flat := strings.Join(strings.Fields(out.String()), " ")
-	for _, want := range []string{"change predicted GPU idle share", "-1.1 pts -1.0 pts mean JCT", "-1.7% -16.7% mean queueing (share of JCT) 3.0 s [20m] (51%) 1.5 s [10m] (26%) -50.0% high-priority", "held-out (later 30%) jobs"} {
+	for _, want := range []string{"change predicted after (change) GPU idle share", "-1.1 pts 0.2% (-1.0 pts) mean JCT",
+		"-1.7% 5.0 s [33m] (-16.7%) p95 JCT", "mean queueing (share of JCT) 3.0 s [20m] (51%) 1.5 s [10m] (26%) -50.0% high-priority",
+		"mean JCT predicted 5.00 s, measured 5.80 s (+16.0%)"} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -43,7 +47,7 @@ func TestSummaryPrintsPredictions(t *testing.T) {
 	s.Predicted = nil
 	out.Reset()
 	s.print(&out)
-	if strings.Contains(out.String(), "held-out (later") || strings.Contains(out.String(), "-16.7%") {
+	if strings.Contains(out.String(), "predicted (stored") || strings.Contains(out.String(), "-16.7%") {
 		t.Errorf("summary without a prediction shows one:\n%s", out.String())
 	}
 }

@@ -57,7 +57,7 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 	for _, ch := range rep.Changes {
 		say("tuner:   %s", ch)
 	}
-	say("tuner: %d evaluations in %.1fs, seed %d; %s", rep.Evaluations, rep.ElapsedS, rep.Inputs.Seed, rep.Decision.Reason)
+	say("tuner: %d evaluations in %v, seed %d; %s", rep.Evaluations, seconds(rep.ElapsedS), rep.Inputs.Seed, rep.Decision.Reason)
 	l := &lifecycle.Lifecycle{Store: s, Out: sayWriter(say),
 		Publisher: publish.ConfigMapPublisher{Client: kube, Namespace: profileNamespace, Name: profile.DefaultConfigMapName}}
 	override := ""
@@ -97,4 +97,10 @@ func (w sayWriter) Write(b []byte) (int, error) {
 		w("tuner: %s", line)
 	}
 	return len(b), nil
+}
+
+// seconds prints a tuning time to the millisecond: a search over a
+// hundred-job history takes tens of milliseconds, which %.1fs shows as 0.0s.
+func seconds(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
 }

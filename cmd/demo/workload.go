@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/schedloop/schedloop/internal/trace"
+	"github.com/schedloop/schedloop/internal/tuner"
 )
 
-// HighPriority is the priority given to every -high-priority-every'th job;
-// jobs at or above it are the critical jobs of the summary.
+// HighPriority is the priority given to the jobs the seeded rule picks
+// (tuner.IsHighPriority with -high-priority-seed); jobs at or above it are
+// the critical jobs of the summary.
 const HighPriority = 1
 
 // loadWorkload reads the trace and cuts the slice both phases replay:
@@ -20,7 +22,8 @@ const HighPriority = 1
 //     arrivals longer than -max-gap shortened to it, and every gap then
 //     divided by -compress;
 //   - run times capped at -max-duration;
-//   - every -high-priority-every'th job (1-based) at priority HighPriority.
+//   - the jobs tuner.IsHighPriority picks by -high-priority-seed and their
+//     trace name at priority HighPriority (about one in ten).
 //
 // Queues (Philly's virtual clusters), sizes and the rest are the trace's.
 func loadWorkload(c config) ([]trace.Job, error) {
@@ -52,7 +55,7 @@ func sliceJobs(all []trace.Job, c config) ([]trace.Job, error) {
 		at += time.Duration(float64(min(gap, c.maxGap)) / c.compress)
 		jobs[i].Arrival = at
 		jobs[i].Duration = min(jobs[i].Duration, c.maxDur)
-		if (i+1)%c.highEvery == 0 {
+		if tuner.IsHighPriority(c.highSeed, jobs[i].Name) {
 			jobs[i].Priority = HighPriority
 		}
 	}
