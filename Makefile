@@ -101,11 +101,11 @@ demo-db: postgres
 	@psql "$(DATABASE_URL)" -tAc "SELECT 1 FROM pg_database WHERE datname = '$(DEMO_DB)'" | grep -q 1 || \
 	  psql "$(DATABASE_URL)" -qc 'CREATE DATABASE "$(DEMO_DB)"'
 
-demo: demo-db ## the whole loop on this machine: cluster, scheduler, collector, tuner; before/after summary (~5 min)
+demo: demo-db ## the whole loop on this machine: cluster, scheduler, collector, tuner; before/after summary (~4 min)
 	$(GO) build -o $(BIN)/demo ./cmd/demo
 	$(BIN)/demo -database-url "$(DEMO_URL)" $(DEMO_FLAGS)
 
-demo-smoke: demo-db ## the demo's short mode (~2 min), same summary
+demo-smoke: demo-db ## the demo's short mode (~3 min), same summary
 	$(GO) build -o $(BIN)/demo ./cmd/demo
 	$(BIN)/demo -short -database-url "$(DEMO_URL)" $(DEMO_FLAGS)
 
