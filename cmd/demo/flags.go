@@ -73,8 +73,8 @@ var (
 )
 
 // liveKnobs are the profile fields the shipped scheduler applies live:
-// every one but reservations, which only the simulator holds yet.
-const liveKnobs = "weights,queues,gangTimeout,order,starvationBound,preemption"
+// every one.
+const liveKnobs = "weights,queues,gangTimeout,order,starvationBound,reservation,preemption"
 
 const usage = `demo runs schedloop's whole loop in one process and prints before/after figures.
 
