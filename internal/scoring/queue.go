@@ -65,7 +65,10 @@ type QueueKey struct {
 	Priority int32
 	// Created is when the job (for a gang member: the first member the
 	// queue saw) arrived, in any monotone unit (the simulator uses
-	// nanoseconds from the trace start, the plugin Unix nanoseconds).
+	// nanoseconds from the trace start, the plugin Unix nanoseconds). A
+	// job stopped by preemption arrives anew: its pods are deleted and
+	// the ones recreated for it are new to the queue, so it waits behind
+	// every job that arrived before it was stopped (Requeued).
 	Created int64
 	// Name is the job's (a pod's own) name: the last tie-break.
 	Name string
@@ -78,6 +81,16 @@ type QueueKey struct {
 	// Attained is the attained service of the job's queue when the order
 	// is taken, the key of OrderLeastAttained.
 	Attained float64
+}
+
+// Requeued is k for a job stopped by preemption at now and queued again:
+// it arrives just after now, behind every job that arrived by then,
+// including those arriving at now itself, as its recreated pods are
+// first seen by the queue after them. Its starvation bound counts from
+// its new arrival too.
+func (k QueueKey) Requeued(now int64) QueueKey {
+	k.Created = now + 1
+	return k
 }
 
 // CompareQueueKeys is negative when a is tried before b: higher priority,

@@ -724,6 +724,7 @@ func (r *replay) preempt(js *jobState, t time.Duration) bool {
 		v.epoch++
 		v.preempt++
 		v.tried = -1
+		v.key = v.key.Requeued(int64(t))
 		r.preemptions++
 		r.pending = append(r.pending, v)
 		r.waiting += v.job.DemandMilli()

@@ -113,6 +113,19 @@ func TestPreemptedJobRestarts(t *testing.T) {
 	}
 }
 
+// A job stopped by preemption arrives anew (scoring.QueueKey.Requeued):
+// live its pods are recreated and new to the queue, so it waits behind a
+// job that arrived before it was stopped, and behind one arriving at that
+// same instant, though both arrived after it first did.
+func TestPreemptedJobQueuesAnew(t *testing.T) {
+	jobs := []Job{job("a-low", 0, 100, 1, 8), job("b-low", 5, 50, 1, 8), prio(job("high", 10, 20, 1, 8), 100), job("c-low", 10, 50, 1, 8)}
+	res := checkStarts(t, cluster(1, 8), jobs, Config{Params: scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}, Preemption: true},
+		[]time.Duration{sec(130), sec(30), sec(10), sec(80)})
+	if o := res.Jobs[0]; o.Preemptions != 1 {
+		t.Errorf("a-low: %+v, want one preemption", o)
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	c := cluster(1, 2)
 	half := job("half", 0, 100, 1, 1)
