@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/features"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/schedloop/schedloop/internal/schedplugins/gang"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
@@ -58,16 +59,26 @@ func NewSetWithClock(now func() time.Time) *Set {
 	return &Set{Profile: holder, Reservations: reservation.New(holder, now), managers: map[fwk.Handle]*core.Manager{}}
 }
 
+// Registry is every plugin of the set by name, as kube-scheduler's
+// out-of-tree registry takes them.
+func (s *Set) Registry() frameworkruntime.Registry {
+	return frameworkruntime.Registry{
+		profilewatch.Name: s.newProfile,
+		gang.Name:         s.newGang,
+		topology.Name:     s.newTopology,
+		queue.Name:        s.newQueue,
+		queuesort.Name:    s.newQueueSort,
+		preemption.Name:   s.newPreemption,
+	}
+}
+
 // Options registers every plugin of the set with kube-scheduler.
 func (s *Set) Options() []app.Option {
-	return []app.Option{
-		app.WithPlugin(profilewatch.Name, s.newProfile),
-		app.WithPlugin(gang.Name, s.newGang),
-		app.WithPlugin(topology.Name, s.newTopology),
-		app.WithPlugin(queue.Name, s.newQueue),
-		app.WithPlugin(queuesort.Name, s.newQueueSort),
-		app.WithPlugin(preemption.Name, s.newPreemption),
+	var out []app.Option
+	for name, factory := range s.Registry() {
+		out = append(out, app.WithPlugin(name, factory))
 	}
+	return out
 }
 
 // Options registers a fresh Set's plugins: what cmd/scheduler uses.
