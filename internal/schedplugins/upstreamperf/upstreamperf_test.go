@@ -97,11 +97,16 @@ func BenchmarkUpstreamPerf(b *testing.B) {
 	if err := os.WriteFile(config, raw, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	items := filepath.Join(dir, "items")
-	if err := os.MkdirAll(items, 0o700); err != nil {
-		b.Fatal(err)
+	// Data items (and -perf-cpuprofile's profiles) go to -data-items-dir,
+	// else to a directory of this run.
+	items := flag.Lookup("data-items-dir").Value.String()
+	if items == "" {
+		items = filepath.Join(dir, "items")
+		if err := flag.Set("data-items-dir", items); err != nil {
+			b.Fatal(err)
+		}
 	}
-	if err := flag.Set("data-items-dir", items); err != nil {
+	if err := os.MkdirAll(items, 0o700); err != nil {
 		b.Fatal(err)
 	}
 	// Each case logs to a file of its own there, deleted when it passes,
