@@ -125,18 +125,3 @@ func TestPlanReservation(t *testing.T) {
 		t.Error("a job that never fits got a reservation")
 	}
 }
-
-func TestPreemptible(t *testing.T) {
-	p := Params{PreemptMinRunTime: time.Minute}
-	m := int64(time.Minute)
-	switch {
-	case p.Preemptible(0, m-1, false):
-		t.Error("a job younger than the minimum run time was offered")
-	case !p.Preemptible(0, m, false):
-		t.Error("a job that ran the minimum run time was spared")
-	case p.Preemptible(0, 100*m, true):
-		t.Error("a non-preemptible job was offered")
-	case !(Params{}).Preemptible(5, 5, false):
-		t.Error("without a minimum run time any job may be a victim")
-	}
-}

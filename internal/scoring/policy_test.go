@@ -153,69 +153,6 @@ func TestPlaceGangIsAllOrNothing(t *testing.T) {
 	}
 }
 
-func TestSelectVictimsLikeDefaultPreemption(t *testing.T) {
-	n := node8(1000, 1000, 1000, 1000)
-	running := []Victim{
-		{Priority: 0, Started: 1}, {Priority: 5, Started: 2}, {Priority: 0, Started: 3}, {Priority: 100, Started: 4},
-	}
-	for i := range running {
-		a, err := n.Allocate(Request{GPUs: 1}, n.IdleDevices(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		running[i].Alloc = a
-	}
-	before := n.Clone()
-	victims, ok := SelectVictims(n, Request{GPUs: 2}, 10, running)
-	// Two of the three lower-priority pods must go; the priority-5 one is
-	// reprieved first, so the two priority-0 pods are the victims.
-	if !ok || !reflect.DeepEqual(victims, []int{0, 2}) {
-		t.Errorf("victims = %v, %v; want [0 2]", victims, ok)
-	}
-	if !reflect.DeepEqual(n, before) {
-		t.Error("SelectVictims changed the node")
-	}
-	if _, ok := SelectVictims(n, Request{GPUs: 4}, 10, running); ok {
-		t.Error("evicting the priority-100 pod is not allowed, yet 4 GPUs were found")
-	}
-	if _, ok := SelectVictims(n, Request{GPUs: 1}, 0, running); ok {
-		t.Error("equal priority may not preempt")
-	}
-	a := SummariseVictims("a", running, []int{0, 2})
-	b := SummariseVictims("b", running, []int{1})
-	if !BetterPreemption(a, b) || BetterPreemption(b, a) {
-		t.Errorf("lower victim priority must win: %+v vs %+v", a, b)
-	}
-	c := SummariseVictims("c", running, []int{0})
-	if !BetterPreemption(c, a) {
-		t.Errorf("fewer victims of the same priority must win: %+v vs %+v", c, a)
-	}
-}
-
-// pickOneNodeForPreemption sums priorities offset by MaxInt32+1 and breaks
-// ties by the earliest start among the highest-priority victims.
-func TestBetterPreemptionIsPickOneNodeForPreemption(t *testing.T) {
-	running := []Victim{{Priority: 0, Started: 10}, {Priority: 0, Started: 20}, {Priority: 3, Started: 5}, {Priority: 3, Started: 30}, {Priority: 0, Started: 40}}
-	// Equal highest priority (3): three victims summing 3 against two
-	// summing 6. Offset sums (3+3·2³¹ against 6+2·2³¹) prefer the two, as
-	// DefaultPreemption does; raw sums would prefer the three.
-	three := SummariseVictims("three", running, []int{0, 1, 2})
-	two := SummariseVictims("two", running, []int{2, 3})
-	if !BetterPreemption(two, three) || BetterPreemption(three, two) {
-		t.Errorf("offset priority sums must prefer fewer victims here: %+v vs %+v", two, three)
-	}
-	a := SummariseVictims("a", running, []int{0, 1}) // priorities 0, 0
-	b := SummariseVictims("b", running, []int{4})    // priority 0
-	if !BetterPreemption(b, a) {
-		t.Errorf("one victim must beat two of the same priority: %+v vs %+v", b, a)
-	}
-	early := SummariseVictims("early", running, []int{2, 4}) // top priority 3 started at 5
-	late := SummariseVictims("late", running, []int{3, 4})   // top priority 3 started at 30
-	if early.TopEarliestStart != 5 || late.TopEarliestStart != 30 || !BetterPreemption(late, early) {
-		t.Errorf("the node whose top-priority victims started latest must win: %+v vs %+v", late, early)
-	}
-}
-
 // A CPU-only pod must not take the last CPU of a node whose GPUs the typical
 // (GPU) pods still need: FGD sends it where its CPU strands nothing.
 func TestFragmentationSteersCPUOnlyPods(t *testing.T) {

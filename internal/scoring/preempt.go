@@ -1,109 +1,237 @@
 package scoring
 
 import (
-	"math"
+	"cmp"
 	"slices"
+	"strings"
 )
 
-// Preemption is modelled on kube-scheduler's DefaultPreemption, which the
-// shipped scheduler profile keeps (schedloop's plugins add no preemption of
-// their own): when a pod fits no node, each node is asked for the smallest
-// set of lower-priority pods whose eviction would let it fit, and the node
-// whose victims matter least is chosen. The simulator replays these rules;
-// live, DefaultPreemption applies its own code, whose rules these are for a
-// lone pod preempting pods without PodDisruptionBudgets:
+// Preemption is schedloop's own rule, applied live by the SchedloopPreemption
+// plugin and replayed by the simulator. When a lone pod fits no node, each
+// node is asked which running jobs of lower priority to evict so the pod
+// fits there (PreemptOnNode), and the node whose answer loses least is
+// chosen (BetterPreemption). The rule differs from kube-scheduler's
+// DefaultPreemption in three ways:
 //
-//   - SelectVictims is selectVictimsOnNode: remove every lower-priority pod,
-//     then reprieve them most important first (higher priority, then earlier
-//     start), keeping each that still lets the pod fit.
-//   - BetterPreemption is pickOneNodeForPreemption's order.
+//   - Victims are whole jobs. Evicting one member of a gang evicts all its
+//     pods on every node: a gang that lost a member cannot make progress,
+//     and leaving the rest running would only hold their GPUs idle.
+//   - Victims are chosen to lose the fewest GPU-hours (GPUs held × time run
+//     so far, over the whole job), not by priority first.
+//   - Never a job marked non-preemptible, never one younger than
+//     Params.PreemptMinRunTime (Preemptible).
 //
-// Only a lone pod preempts (PreemptsFor): the gang plugin's PostFilter
-// runs before DefaultPreemption and ends the PostFilter phase for a gang's
-// member, so neither the scheduler nor the simulator evicts anything for a
-// gang.
+// Only a lone pod preempts (PreemptsFor): a gang preemptor would need the
+// victims of its whole placement chosen at once, which the rule does not
+// yet do; a gang waits for room instead.
 //
-// What the replay does not model: DefaultPreemption breaks a tie between
-// nodes equal on every criterion by map order (BetterPreemption by name),
-// and on clusters over 100 nodes it dry-runs a sample of them
-// (minCandidateNodesPercentage) from a random offset. It evicts only the
-// pods on the chosen node; the simulator stops a victim's whole job.
+// Times are nanoseconds on one clock (Unix time live, the replay's clock in
+// the simulator) and are compared in whole seconds, because a pod's start
+// time is recorded to the second.
 
 // PreemptsFor reports whether a pod of a job of members pods that fits
-// nowhere may evict lower-priority pods: only a lone pod (members <= 1)
-// may. DefaultPreemption, asked by one member of a gang, would evict pods
-// on one node for that member alone, emptying GPUs for a gang that may
-// still not start; a gang waits for room instead.
+// nowhere may evict lower-priority jobs: only a lone pod (members <= 1)
+// may. The scheduler asks for preemption one pod at a time; for a member
+// of a gang that would empty GPUs for a gang that may still not start.
 func PreemptsFor(members int) bool { return members <= 1 }
 
 // Preemptible reports whether a running job that started at started may be
 // a preemption victim at now: never a job marked non-preemptible, never one
 // that has run for less than PreemptMinRunTime (a job evicted just after
 // it started loses little, but a cluster that keeps doing it never
-// finishes anything).
+// finishes anything). Run time is counted in whole seconds (see Seconds).
 func (p Params) Preemptible(started, now int64, nonPreemptible bool) bool {
-	return !nonPreemptible && now-started >= int64(p.PreemptMinRunTime)
+	return !nonPreemptible && (Seconds(now)-Seconds(started))*1e9 >= int64(p.PreemptMinRunTime)
 }
 
-// Victim is a running pod that preemption may evict.
-type Victim struct {
+// Seconds is t (nanoseconds) in whole seconds, rounded down.
+func Seconds(t int64) int64 {
+	s := t / 1e9
+	if t < 0 && t%1e9 != 0 {
+		s--
+	}
+	return s
+}
+
+// VictimJob is a running job preemption may evict: a lone pod, or a gang
+// with all its members. It is evicted whole or not at all.
+type VictimJob struct {
+	// Name identifies the job (a gang's namespace/name, a lone pod's
+	// namespace/name); it breaks the last tie between victim sets.
+	Name string
+	// Priority is the job's priority; for a gang the highest of its
+	// members'. Only a preemptor of strictly higher priority evicts it.
 	Priority int32
-	// Started orders victims of equal priority: the most recently started
-	// loses least work, so it goes first (any monotone unit).
+	// Started is when the job started running (nanoseconds); for a gang
+	// its earliest member's start.
 	Started int64
-	Alloc   Allocation
+	// NonPreemptible marks a job never evicted; a gang is non-preemptible
+	// when any member is marked.
+	NonPreemptible bool
+	// GPUMilli is what the whole job holds, every member on every node.
+	// Zero for a job without GPUs: it loses no GPU-hours.
+	GPUMilli int64
 }
 
-// SelectVictims returns the indices (into running, which lists the pods on
-// n) of the pods to evict so r fits n, or ok == false when evicting every
-// pod of lower priority than priority would not be enough. Like
-// DefaultPreemption it first removes every lower-priority pod, then gives
-// back ("reprieves") as many as it can, highest priority first, so the
-// victims are few and of low priority. n is left unchanged.
-func SelectVictims(n *Node, r Request, priority int32, running []Victim) (victims []int, ok bool) {
-	anyLower := false
-	for _, v := range running {
-		anyLower = anyLower || v.Priority < priority
+// Lost is the GPU time j loses if evicted at now, in milli-GPU-seconds:
+// GPUMilli × whole seconds run (zero for a job that has not run a second,
+// or whose start lies after now).
+func (j VictimJob) Lost(now int64) int64 {
+	return j.GPUMilli * max(Seconds(now)-Seconds(j.Started), 0)
+}
+
+// ExactVictimSearch is how many eligible jobs on one node PreemptOnNode
+// searches exhaustively; above it, it reprieves greedily.
+const ExactVictimSearch = 12
+
+// PreemptionChoice is one node's answer to PreemptOnNode.
+type PreemptionChoice struct {
+	Node string
+	// Victims index the jobs PreemptOnNode was given, ascending.
+	Victims []int
+	// Lost is the GPU time the victims lose together, in milli-GPU-seconds.
+	Lost int64
+	// Highest is the highest victim priority; EarliestStart the earliest
+	// victim start, in whole seconds.
+	Highest       int32
+	EarliestStart int64
+	// Names are the victims' names, sorted.
+	Names []string
+}
+
+// BetterPreemption reports whether a is preferred to b: fewer GPU-hours
+// lost, then fewer victim jobs, then a lower highest victim priority, then
+// a later earliest victim start (the oldest victim has run less), then
+// the victims' names (sorted, compared in order), then the node's name.
+func BetterPreemption(a, b PreemptionChoice) bool {
+	switch {
+	case a.Lost != b.Lost:
+		return a.Lost < b.Lost
+	case len(a.Victims) != len(b.Victims):
+		return len(a.Victims) < len(b.Victims)
+	case a.Highest != b.Highest:
+		return a.Highest < b.Highest
+	case a.EarliestStart != b.EarliestStart:
+		return a.EarliestStart > b.EarliestStart
 	}
-	if !anyLower {
-		return nil, false
+	if c := slices.Compare(a.Names, b.Names); c != 0 {
+		return c < 0
 	}
-	trial := n.Clone()
-	var lower []int
-	for i, v := range running {
-		if v.Priority < priority {
-			lower = append(lower, i)
-			trial.Release(v.Alloc)
+	return a.Node < b.Node
+}
+
+// PreemptOnNode chooses the running jobs to evict so that a pod asking r at
+// priority fits n: among the jobs with pods on n (jobs, with here[k] what
+// jobs[k]'s pods hold on n), only those of lower priority that are
+// Preemptible at now, and among their sets that make room, the one
+// BetterPreemption prefers. ok is false when r fits n already, or when
+// evicting every eligible job would not make room. n is left unchanged.
+//
+// Up to ExactVictimSearch eligible jobs every set is tried. Above that the
+// search starts from evicting them all and reprieves the one losing most
+// first, keeping each reprieve that still lets r fit: the result loses no
+// job it does not need, though a cheaper set may exist.
+func (p Params) PreemptOnNode(n *Node, r Request, priority int32, now int64, jobs []VictimJob, here [][]Allocation) (PreemptionChoice, bool) {
+	if n.Fit(r) == Fits {
+		return PreemptionChoice{}, false
+	}
+	var eligible []int
+	for k, j := range jobs {
+		if j.Priority < priority && len(here[k]) > 0 && p.Preemptible(j.Started, now, j.NonPreemptible) {
+			eligible = append(eligible, k)
 		}
 	}
-	if len(lower) == 0 || trial.Fit(r) != Fits {
-		return nil, false
+	if len(eligible) == 0 || !fitsWithout(n, r, here, eligible) {
+		return PreemptionChoice{}, false
 	}
-	// Reprieve the most important first: higher priority, then earlier start.
-	slices.SortStableFunc(lower, func(a, b int) int {
-		if running[a].Priority != running[b].Priority {
-			return int(running[b].Priority) - int(running[a].Priority)
+	choose := func(set []int) PreemptionChoice {
+		c := PreemptionChoice{Node: n.Name, Victims: slices.Clone(set)}
+		for i, k := range set {
+			j := jobs[k]
+			c.Lost += j.Lost(now)
+			if i == 0 || j.Priority > c.Highest {
+				c.Highest = j.Priority
+			}
+			if s := Seconds(j.Started); i == 0 || s < c.EarliestStart {
+				c.EarliestStart = s
+			}
+			c.Names = append(c.Names, j.Name)
 		}
+		slices.Sort(c.Victims)
+		slices.Sort(c.Names)
+		return c
+	}
+	if len(eligible) <= ExactVictimSearch {
+		var best PreemptionChoice
+		found := false
+		set := make([]int, 0, len(eligible))
+		for mask := 1; mask < 1<<len(eligible); mask++ {
+			set = set[:0]
+			for b, k := range eligible {
+				if mask&(1<<b) != 0 {
+					set = append(set, k)
+				}
+			}
+			c := choose(set)
+			if found && !BetterPreemption(c, best) {
+				continue
+			}
+			if fitsWithout(n, r, here, set) {
+				best, found = c, true
+			}
+		}
+		return best, found
+	}
+	// Reprieve the job losing most first, ties the reverse of the victim
+	// order: higher priority, earlier start, then name.
+	order := slices.Clone(eligible)
+	slices.SortStableFunc(order, func(a, b int) int {
+		ja, jb := jobs[a], jobs[b]
 		switch {
-		case running[a].Started < running[b].Started:
-			return -1
-		case running[a].Started > running[b].Started:
-			return 1
+		case ja.Lost(now) != jb.Lost(now):
+			return cmp.Compare(jb.Lost(now), ja.Lost(now))
+		case ja.Priority != jb.Priority:
+			return cmp.Compare(jb.Priority, ja.Priority)
+		case Seconds(ja.Started) != Seconds(jb.Started):
+			return cmp.Compare(Seconds(ja.Started), Seconds(jb.Started))
 		}
-		return 0
+		return strings.Compare(ja.Name, jb.Name)
 	})
-	for _, i := range lower {
-		a := running[i].Alloc
-		if reAllocate(trial, a) && trial.Fit(r) == Fits {
+	trial := n.Clone()
+	for _, k := range eligible {
+		for _, a := range here[k] {
+			trial.Release(a)
+		}
+	}
+	var victims []int
+	for _, k := range order {
+		back := trial.Clone()
+		ok := true
+		for _, a := range here[k] {
+			if !reAllocate(back, a) {
+				ok = false
+				break
+			}
+		}
+		if ok && back.Fit(r) == Fits {
+			trial = back
 			continue
 		}
-		victims = append(victims, i)
+		victims = append(victims, k)
 	}
-	if len(victims) == 0 {
-		return nil, false // r fitted without evicting anyone
+	return choose(victims), true
+}
+
+// fitsWithout reports whether r fits n once the pods of the jobs in set
+// (what here says they hold on n) are gone.
+func fitsWithout(n *Node, r Request, here [][]Allocation, set []int) bool {
+	trial := n.Clone()
+	for _, k := range set {
+		for _, a := range here[k] {
+			trial.Release(a)
+		}
 	}
-	slices.Sort(victims)
-	return victims, true
+	return trial.Fit(r) == Fits
 }
 
 // reAllocate puts a released allocation back on n if it still fits there,
@@ -123,55 +251,4 @@ func reAllocate(n *Node, a Allocation) bool {
 	n.CPUMilliFree -= a.CPUMilli
 	n.MemoryMiBFree -= a.MemoryMiB
 	return true
-}
-
-// PreemptionCandidate is one node's answer to SelectVictims, summarised for
-// choosing among nodes.
-type PreemptionCandidate struct {
-	Node string
-	// HighestPriority is the highest priority among the victims.
-	HighestPriority int32
-	// PrioritySum adds the victims' priorities.
-	PrioritySum int64
-	Victims     int
-	// TopEarliestStart is the earliest start among the victims of the
-	// highest priority.
-	TopEarliestStart int64
-}
-
-// SummariseVictims builds the candidate for node from its victims.
-func SummariseVictims(node string, running []Victim, victims []int) PreemptionCandidate {
-	c := PreemptionCandidate{Node: node, Victims: len(victims)}
-	for k, i := range victims {
-		v := running[i]
-		switch {
-		case k == 0 || v.Priority > c.HighestPriority:
-			c.HighestPriority, c.TopEarliestStart = v.Priority, v.Started
-		case v.Priority == c.HighestPriority:
-			c.TopEarliestStart = min(c.TopEarliestStart, v.Started)
-		}
-		// Offset as DefaultPreemption offsets each priority (MaxInt32+1),
-		// so a victim of negative priority still adds to the sum and more
-		// victims weigh more.
-		c.PrioritySum += int64(v.Priority) + math.MaxInt32 + 1
-	}
-	return c
-}
-
-// BetterPreemption reports whether preempting on a is preferred to b, by
-// DefaultPreemption's order: lower highest victim priority, lower sum of
-// (offset) victim priorities, fewer victims, the later earliest start among
-// the highest-priority victims (less work lost), then node name.
-func BetterPreemption(a, b PreemptionCandidate) bool {
-	switch {
-	case a.HighestPriority != b.HighestPriority:
-		return a.HighestPriority < b.HighestPriority
-	case a.PrioritySum != b.PrioritySum:
-		return a.PrioritySum < b.PrioritySum
-	case a.Victims != b.Victims:
-		return a.Victims < b.Victims
-	case a.TopEarliestStart != b.TopEarliestStart:
-		return a.TopEarliestStart > b.TopEarliestStart
-	}
-	return a.Node < b.Node
 }

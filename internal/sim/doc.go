@@ -5,7 +5,7 @@
 // preempt lower-priority ones.
 //
 // Every placement decision is made by internal/scoring (Fit, SelectNode,
-// Scorer, PlanGang/PlaceGang, QueueAdmits, SelectVictims), the same code the
+// Scorer, PlanGang/PlaceGang, QueueAdmits, PreemptOnNode), the same code the
 // scheduler plugins call, so a replay predicts what the live scheduler does.
 // This package only keeps time and state: it must not grow placement rules of
 // its own. It does no I/O.

@@ -114,6 +114,29 @@ func (p *placer) placeOne(r scoring.Request, shape int, pod uint64) (scoring.All
 	return a, i, true
 }
 
+// placeOn places a lone pod on node i, choosing its devices there as
+// pick would (a preemptor goes to the node its victims left, as the
+// scheduler binds a pod to its nominated node when it fits there); ok is
+// false when it does not fit.
+func (p *placer) placeOn(i int, r scoring.Request, pod uint64) (scoring.Allocation, bool) {
+	n := p.nodes[i]
+	if n.Fit(r) != scoring.Fits {
+		return scoring.Allocation{}, false
+	}
+	var devices []int
+	if p.random {
+		devices = scoring.RandomDevices(n, r, p.seed, pod)
+	} else {
+		_, devices = p.scorer.Score(n, r)
+	}
+	a, err := n.Allocate(r, devices)
+	if err != nil {
+		panic("sim: " + err.Error())
+	}
+	p.changed(i)
+	return a, true
+}
+
 // placeGang places members pods all-or-nothing (scoring.PlaceGang).
 func (p *placer) placeGang(r scoring.Request, members int, pod uint64) ([]scoring.Allocation, []int, bool) {
 	if p.random {

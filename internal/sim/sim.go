@@ -24,12 +24,12 @@ type Config struct {
 	// Workload is the typical pod mix fragmentation is measured against;
 	// nil derives it from the replayed jobs (95% coverage, as the paper).
 	Workload scoring.Workload
-	// Preemption lets a lone pod that fits nowhere evict lower-priority pods
-	// by kube-scheduler's DefaultPreemption rules (scoring.SelectVictims,
-	// scoring.BetterPreemption), which the scheduler profile keeps. Gangs do
-	// not preempt (scoring.PreemptsFor), here or live; a victim's whole job
-	// is stopped, where DefaultPreemption evicts only the pods on the
-	// chosen node (see internal/scoring/preempt.go).
+	// Preemption lets a lone pod that fits nowhere evict whole running jobs
+	// of lower priority by scoring's preemption rule (Params.PreemptOnNode,
+	// scoring.BetterPreemption), which the SchedloopPreemption plugin
+	// applies live: the fewest GPU-hours lost, never a non-preemptible job
+	// nor one younger than PreemptMinRunTime, a gang evicted whole. Gangs
+	// do not preempt (scoring.PreemptsFor), here or live.
 	Preemption bool
 	// HighPriority is the priority at or above which a job counts as
 	// critical for Metrics.P95HighPriorityWait.
@@ -676,43 +676,42 @@ func (r *replay) begin(js *jobState, t time.Duration) {
 	r.push(event{at: t + js.job.Duration, kind: evDepart, job: js, epoch: js.epoch})
 }
 
-// preempt evicts the jobs scoring.SelectVictims names on the node
-// scoring.BetterPreemption prefers, then places js. Evicted jobs return to
-// the queue and start over (their pods are deleted, as on a real cluster).
+// preempt applies scoring's preemption rule: each node's answer
+// (Params.PreemptOnNode, over the running jobs with pods there), the one
+// scoring.BetterPreemption prefers, then places js on that node, as the
+// scheduler binds a preemptor to its nominated node. Victims are stopped
+// whole, every member on every node, and return to the queue to start over
+// (their pods are deleted, as on a real cluster).
 func (r *replay) preempt(js *jobState, t time.Duration) bool {
 	j := js.job
 	best := -1
-	var bestCand scoring.PreemptionCandidate
+	var bestChoice scoring.PreemptionChoice
 	var bestVictims []*jobState
+	var onNode []*jobState
+	var jobs []scoring.VictimJob
+	var here [][]scoring.Allocation
 	for i, n := range r.p.nodes {
-		// Jobs that may not be victims stay on the node as SelectVictims
-		// sees it: they are simply not offered.
-		var refs []podRef
+		onNode, jobs, here = onNode[:0], jobs[:0], here[:0]
 		for _, ref := range r.onNode[i] {
-			if r.cfg.Preemptible(int64(ref.js.start), int64(t), ref.js.job.NonPreemptible) {
-				refs = append(refs, ref)
+			k := slices.Index(onNode, ref.js)
+			if k < 0 {
+				k = len(onNode)
+				o := ref.js
+				onNode = append(onNode, o)
+				jobs = append(jobs, scoring.VictimJob{Name: o.job.Name, Priority: o.job.Priority, Started: int64(o.start),
+					NonPreemptible: o.job.NonPreemptible, GPUMilli: o.job.DemandMilli()})
+				here = append(here, nil)
 			}
+			here[k] = append(here[k], ref.js.allocs[ref.member])
 		}
-		if len(refs) == 0 {
+		c, ok := r.cfg.PreemptOnNode(n, j.Request, j.Priority, int64(t), jobs, here)
+		if !ok || best >= 0 && !scoring.BetterPreemption(c, bestChoice) {
 			continue
 		}
-		running := make([]scoring.Victim, len(refs))
-		for k, ref := range refs {
-			running[k] = scoring.Victim{Priority: ref.js.job.Priority, Started: int64(ref.js.start), Alloc: ref.js.allocs[ref.member]}
-		}
-		victims, ok := scoring.SelectVictims(n, j.Request, j.Priority, running)
-		if !ok {
-			continue
-		}
-		cand := scoring.SummariseVictims(n.Name, running, victims)
-		if best < 0 || scoring.BetterPreemption(cand, bestCand) {
-			best, bestCand = i, cand
-			bestVictims = bestVictims[:0]
-			for _, v := range victims {
-				if !slices.Contains(bestVictims, refs[v].js) {
-					bestVictims = append(bestVictims, refs[v].js)
-				}
-			}
+		best, bestChoice = i, c
+		bestVictims = bestVictims[:0]
+		for _, k := range c.Victims {
+			bestVictims = append(bestVictims, onNode[k])
 		}
 	}
 	if best < 0 {
@@ -730,11 +729,11 @@ func (r *replay) preempt(js *jobState, t time.Duration) bool {
 		r.waiting += v.job.DemandMilli()
 		v.status = waiting
 	}
-	a, i, ok := r.p.placeOne(j.Request, js.shape, uint64(js.idx))
+	a, ok := r.p.placeOn(best, j.Request, uint64(js.idx))
 	if !ok {
 		return false
 	}
-	js.allocs, js.nodeIdx = []scoring.Allocation{a}, []int{i}
+	js.allocs, js.nodeIdx = []scoring.Allocation{a}, []int{best}
 	r.begin(js, t)
 	return true
 }
