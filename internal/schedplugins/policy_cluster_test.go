@@ -211,7 +211,7 @@ func TestLivePreemptionHonoursTheVictimRule(t *testing.T) {
 		e.waitRunning("serve")
 		// Names differ between cases: a case must not read an earlier one's events.
 		e.pod("urgent-np", ours, 8, withPriority("test-high"))
-		e.waitReason("urgent-np", "No preemption victims found")
+		e.waitReason("urgent-np", "no set of preemptible jobs")
 		e.stillRunning("serve")
 		e.deletePods("")
 	})
@@ -231,7 +231,7 @@ func TestLivePreemptionHonoursTheVictimRule(t *testing.T) {
 		e.pod("young", ours, 8, withPriority("test-low"))
 		e.waitRunning("young")
 		e.pod("urgent-young", ours, 8, withPriority("test-high"))
-		e.waitReason("urgent-young", "No preemption victims found")
+		e.waitReason("urgent-young", "no set of preemptible jobs")
 		e.stillRunning("young")
 		e.deletePods("")
 	})

@@ -41,6 +41,9 @@ type Set struct {
 	// Reservations is the scheduler's reservation book, shared by every
 	// profile (one head of the order, one reservation).
 	Reservations *reservation.Book
+	// now is the clock reservations are planned on and preemption measures
+	// run times on (nil: time.Now).
+	now func() time.Time
 
 	mu       sync.Mutex
 	managers map[fwk.Handle]*core.Manager
@@ -51,12 +54,13 @@ type Set struct {
 // NewSet returns a Set starting from the default profile.
 func NewSet() *Set { return NewSetWithClock(nil) }
 
-// NewSetWithClock is NewSet with the clock reservations are planned on (nil:
-// time.Now): arrivals, binds, predicted ends and the reservation threshold
-// all read it.
+// NewSetWithClock is NewSet with the clock reservations are planned on and
+// preemption measures run times on (nil: time.Now): arrivals, binds,
+// predicted ends, the reservation threshold, the preemption minimum run
+// time and the GPU-hours a victim loses all read it.
 func NewSetWithClock(now func() time.Time) *Set {
 	holder := profilewatch.NewHolder()
-	return &Set{Profile: holder, Reservations: reservation.New(holder, now), managers: map[fwk.Handle]*core.Manager{}}
+	return &Set{Profile: holder, Reservations: reservation.New(holder, now), managers: map[fwk.Handle]*core.Manager{}, now: now}
 }
 
 // Registry is every plugin of the set by name, as kube-scheduler's
@@ -149,7 +153,7 @@ func (s *Set) newQueueSort(_ context.Context, obj runtime.Object, h fwk.Handle) 
 }
 
 func (s *Set) newPreemption(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	return preemption.New(ctx, obj, h, s.Profile, nil)
+	return preemption.New(ctx, obj, h, s.Profile, s.now)
 }
 
 // gangSize is a gang's minMember from whichever profile's gang manager

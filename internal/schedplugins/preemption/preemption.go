@@ -1,78 +1,428 @@
-// Package preemption is schedloop's PostFilter plugin: kube-scheduler's
-// DefaultPreemption, whose victim choice the simulator replays
-// (scoring.SelectVictims, scoring.BetterPreemption), with the profile's
-// victim rule added through the hook the framework gives for it
-// (IsEligiblePod): a pod is offered as a victim only when
-// scoring.Params.Preemptible allows it — never a pod labelled
-// schedloop.io/preemptible: "false", never one that has run for less than
-// the profile's preemption.minRunTimeSeconds. A victim the framework
-// groups (a pod group) is offered only when every pod of it is.
+// Package preemption is schedloop's PostFilter plugin: it applies
+// internal/scoring's preemption rule live, the rule the simulator replays.
+// When a lone pod fits no node, each node is asked which running jobs to
+// evict so the pod fits there (scoring.Params.PreemptOnNode) and the node
+// whose answer loses least wins (scoring.BetterPreemption): victims are
+// whole jobs, a gang with every member on every node; never a job marked
+// non-preemptible (podspec.LabelPreemptible "false"), never one younger
+// than the profile's preemption.minRunTimeSeconds; the fewest GPU-hours
+// lost. Members of a gang do not preempt (scoring.PreemptsFor).
 //
-// It holds no rule of its own: the eligibility is scoring's, the search
-// and the eviction DefaultPreemption's.
+// The search, the dry run and the eviction are kube-scheduler's preemption
+// framework (pkg/scheduler/framework/preemption) with this plugin as its
+// Interface, as DefaultPreemption is: victims get the DisruptionTarget
+// condition (reason PreemptionByScheduler) and are deleted through the API,
+// each with a "Preempted" Event whose related object is the preemptor and
+// whose note is the cause (reasons.Preemption: preemptor, priority, node,
+// the victim's job and the GPU-hours it lost), and the preemptor is
+// nominated to the node. After scoring chose a node's victims, the node is
+// checked once more with the framework's filters with them gone, so a rule
+// scoring does not model (a taint, a port) can only turn a node down.
+//
+// It holds no rule of its own and reads pods through internal/podspec.
+// PodDisruptionBudgets play no part in the choice.
 package preemption
 
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/apis/config"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
+	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/schedloop/schedloop/internal/podspec"
+	"github.com/schedloop/schedloop/internal/reasons"
+	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
+	"github.com/schedloop/schedloop/internal/scoring"
 )
 
 // Name is the plugin's name in KubeSchedulerConfiguration. It replaces
 // DefaultPreemption at postFilter (a profile must not enable both).
 const Name = "SchedloopPreemption"
 
-// Plugin is DefaultPreemption with schedloop's victim rule.
+// Stable status messages.
+const (
+	msgGangMember = "members of a gang do not preempt"
+	msgNoVictims  = "no set of preemptible jobs of lower priority makes room on the node"
+)
+
+// Plugin applies scoring's preemption rule through the framework's
+// preemption evaluator.
 type Plugin struct {
-	*defaultpreemption.DefaultPreemption
+	fh        fwk.Handle
+	fts       plfeature.Features
+	holder    *profilewatch.Holder
+	now       func() time.Time
+	executor  *preemption.Executor
+	evaluator *preemption.Evaluator
+
+	// cycle is the view of the PostFilter in progress. The framework runs
+	// one scheduling cycle, and so one PostFilter, at a time; the
+	// evaluator's callbacks read it from several goroutines.
+	mu    sync.Mutex
+	cycle *view
 }
+
+var (
+	_ fwk.PostFilterPlugin  = (*Plugin)(nil)
+	_ fwk.PreEnqueuePlugin  = (*Plugin)(nil)
+	_ fwk.EnqueueExtensions = (*Plugin)(nil)
+	_ preemption.Interface  = (*Plugin)(nil)
+)
 
 // Name implements fwk.Plugin.
 func (p *Plugin) Name() string { return Name }
 
-// New builds the plugin with DefaultPreemption's default arguments
-// (minCandidateNodesPercentage 10, minCandidateNodesAbsolute 100) and the
-// scheduler's feature gates.
-func New(ctx context.Context, _ runtime.Object, h fwk.Handle, holder *profilewatch.Holder, now func() time.Time) (*Plugin, error) {
-	args := &config.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100}
-	dp, err := defaultpreemption.New(ctx, args, h, plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
+// New builds the plugin with the scheduler's feature gates; now reads the
+// clock the minimum run time and the GPU-hours lost are measured on (nil:
+// time.Now).
+func New(_ context.Context, _ runtime.Object, h fwk.Handle, holder *profilewatch.Holder, now func() time.Time) (*Plugin, error) {
 	if now == nil {
 		now = time.Now
 	}
-	dp.IsEligiblePod = func(_ fwk.NodeInfo, victim preemption.Victim, _ *v1.Pod) bool {
-		params := holder.Load().Params
-		at := now().UnixNano()
-		for _, pi := range victim.Pods() {
-			if !params.Preemptible(Started(pi.GetPod(), at), at, podspec.NonPreemptible(pi.GetPod())) {
-				return false
-			}
-		}
-		return true
+	p := &Plugin{fh: h, fts: plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate), holder: holder, now: now}
+	p.executor = preemption.NewExecutor(h, p.fts)
+	p.executor.PreemptPod = p.preemptPod
+	p.evaluator = preemption.NewEvaluator(Name, h, p, p.executor)
+	return p, nil
+}
+
+// job is one running job as preemption sees it.
+type job struct {
+	v    scoring.VictimJob
+	pods []fwk.PodInfo
+}
+
+// view is the cluster's running jobs at the start of one PostFilter.
+type view struct {
+	params scoring.Params
+	now    int64
+	jobs   map[string]*job
+	byPod  map[types.UID]string
+	nodes  map[string]fwk.NodeInfo
+
+	mu      sync.Mutex
+	choices map[string]scoring.PreemptionChoice
+}
+
+// PostFilter implements fwk.PostFilterPlugin.
+func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	defer metrics.PreemptionAttempts.Inc()
+	v, err := p.snapshot()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
 	}
-	return &Plugin{DefaultPreemption: dp}, nil
+	p.mu.Lock()
+	p.cycle = v
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.cycle = nil
+		p.mu.Unlock()
+	}()
+	result, status := p.evaluator.Preempt(ctx, state, pod, m)
+	if msg := status.Message(); msg != "" {
+		return result, fwk.NewStatus(status.Code(), "preemption: "+msg)
+	}
+	return result, status
+}
+
+func (p *Plugin) current() *view {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cycle
+}
+
+// snapshot groups the pods on the cluster's nodes into jobs. A gang whose
+// members are not all bound (some wait at Permit) is not running yet, and
+// is no victim: the simulator offers only running jobs. Nor is a job with
+// a pod already on its way out.
+func (p *Plugin) snapshot() (*view, error) {
+	nis, err := p.fh.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fmt.Errorf("%s: list nodes: %w", Name, err)
+	}
+	now := p.now().UnixNano()
+	v := &view{params: p.holder.Load().Params, now: now, jobs: map[string]*job{}, byPod: map[types.UID]string{},
+		nodes: map[string]fwk.NodeInfo{}, choices: map[string]scoring.PreemptionChoice{}}
+	waiting := map[string]bool{}
+	for _, ni := range nis {
+		if ni.Node() == nil {
+			continue
+		}
+		v.nodes[ni.Node().Name] = ni
+		for _, pi := range ni.GetPods() {
+			pod := pi.GetPod()
+			key := jobKey(pod)
+			if p.fh.GetWaitingPod(pod.UID) != nil || pod.DeletionTimestamp != nil {
+				waiting[key] = true
+			}
+			started := Started(pod, now)
+			prio := corev1helpers.PodPriority(pod)
+			j := v.jobs[key]
+			if j == nil {
+				j = &job{v: scoring.VictimJob{Name: key, Priority: prio, Started: started}}
+				v.jobs[key] = j
+			}
+			j.v.Priority = max(j.v.Priority, prio)
+			j.v.Started = min(j.v.Started, started)
+			j.v.NonPreemptible = j.v.NonPreemptible || podspec.NonPreemptible(pod)
+			j.v.GPUMilli += podspec.Request(pod).TotalGPUMilli()
+			j.pods = append(j.pods, pi)
+			v.byPod[pod.UID] = key
+		}
+	}
+	for key := range waiting {
+		for _, pi := range v.jobs[key].pods {
+			delete(v.byPod, pi.GetPod().UID)
+		}
+		delete(v.jobs, key)
+	}
+	return v, nil
 }
 
 // Started is when pod started running, in Unix nanoseconds: its status's
 // start time, else now (a pod bound but not yet started has run for
-// nothing).
+// nothing), and never after now (a clock behind the kubelet's).
 func Started(pod *v1.Pod, now int64) int64 {
 	if t := pod.Status.StartTime; t != nil {
-		return t.UnixNano()
+		return min(t.UnixNano(), now)
 	}
 	return now
+}
+
+// preemptPod evicts one victim as the framework's executor does (a pod
+// waiting at Permit or in PreBind is turned back in memory; any other gets
+// the DisruptionTarget condition and is deleted through the API), and
+// records the cause, reasons.Preemption, as the "Preempted" Event's note
+// with the preemptor pod as its related object, and as the condition's
+// message. The victim's job and what it lost are read from the candidate's
+// victims, which hold every pod of each job evicted.
+func (p *Plugin) preemptPod(ctx context.Context, c preemption.Candidate, preemptor preemption.ExecutorPreemptor, victim *v1.Pod, pluginName string) (bool, error) {
+	logger := klog.FromContext(ctx)
+	cause := p.cause(c, preemptor, victim)
+	inMemory := false
+	if wp := p.fh.GetWaitingPod(victim.UID); wp != nil {
+		inMemory = wp.Preempt(pluginName, "preempted")
+	} else if pb := p.fh.GetPodInPreBind(victim.UID); pb != nil {
+		inMemory = pb.CancelPod("preempted by " + pluginName)
+	}
+	if !inMemory {
+		condition := &v1.PodCondition{
+			Type:               v1.DisruptionTarget,
+			ObservedGeneration: apipod.CalculatePodConditionObservedGeneration(&victim.Status, victim.Generation, v1.DisruptionTarget),
+			Status:             v1.ConditionTrue,
+			Reason:             v1.PodReasonPreemptionByScheduler,
+			Message:            preemptor.SchedulerName() + ": " + cause.String(),
+		}
+		status := victim.Status.DeepCopy()
+		if apipod.UpdatePodCondition(status, condition) {
+			if err := schedutil.PatchPodStatus(ctx, p.fh.ClientSet(), victim.Name, victim.Namespace, &victim.Status, status); err != nil {
+				if apierrors.IsNotFound(err) {
+					return false, nil
+				}
+				return false, fmt.Errorf("%s: mark %s/%s preempted: %w", Name, victim.Namespace, victim.Name, err)
+			}
+		}
+		if err := schedutil.DeletePod(ctx, p.fh.ClientSet(), victim); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return false, fmt.Errorf("%s: delete %s/%s: %w", Name, victim.Namespace, victim.Name, err)
+		}
+	}
+	logger.V(2).Info("Preempted", "victim", klog.KObj(victim), "preemptor", klog.KObj(preemptor), "node", c.Name(), "job", cause.Job, "gpuHours", cause.GPUHours)
+	var related runtime.Object
+	for _, pod := range preemptor.Pods() {
+		related = pod
+	}
+	p.fh.EventRecorder().Eventf(victim, related, v1.EventTypeNormal, "Preempted", "Preempting", "%s", cause.String())
+	return inMemory, nil
+}
+
+// cause is why victim goes: its job and the GPU-hours the whole job loses,
+// from the candidate's victims (every pod of each job evicted).
+func (p *Plugin) cause(c preemption.Candidate, preemptor preemption.ExecutorPreemptor, victim *v1.Pod) reasons.Preemption {
+	key := jobKey(victim)
+	now := p.now().UnixNano()
+	j := scoring.VictimJob{Name: key, Started: Started(victim, now)}
+	for _, pod := range c.Victims().Pods {
+		if jobKey(pod) == key {
+			j.GPUMilli += podspec.Request(pod).TotalGPUMilli()
+			j.Started = min(j.Started, Started(pod, now))
+		}
+	}
+	return reasons.Preemption{Preemptor: preemptor.GetNamespace() + "/" + preemptor.GetName(), Priority: preemptor.Priority(),
+		Node: c.Name(), Job: key, GPUHours: float64(j.Lost(now)) / scoring.MilliPerGPU / 3600}
+}
+
+// jobKey names pod's job: its gang's namespace/name, or its own.
+func jobKey(pod *v1.Pod) string {
+	if key, _, gang := podspec.GangKey(pod); gang {
+		return key
+	}
+	return pod.Namespace + "/" + pod.Name
+}
+
+// SelectVictimsOnNode implements preemption.Interface: scoring's choice of
+// jobs on the node, every pod of them (on any node) returned as a victim.
+func (p *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, preemptor *v1.Pod, nodeInfo fwk.NodeInfo,
+	_ []*preemption.DomainVictim, _ []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
+	v := p.current()
+	if v == nil {
+		return nil, 0, fwk.AsStatus(fmt.Errorf("%s: no preemption in progress", Name))
+	}
+	node, held := nodeview.NodeHeld(nodeInfo, nil)
+	var keys []string
+	var jobs []scoring.VictimJob
+	var here [][]scoring.Allocation
+	for _, h := range held {
+		key, ok := v.byPod[h.Pod.UID]
+		if !ok {
+			continue
+		}
+		k := slices.Index(keys, key)
+		if k < 0 {
+			k = len(keys)
+			keys = append(keys, key)
+			jobs = append(jobs, v.jobs[key].v)
+			here = append(here, nil)
+		}
+		here[k] = append(here[k], h.Alloc)
+	}
+	c, ok := v.params.PreemptOnNode(node, podspec.Request(preemptor), corev1helpers.PodPriority(preemptor), v.now, jobs, here)
+	if !ok {
+		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msgNoVictims)
+	}
+	var victims []*v1.Pod
+	name := nodeInfo.Node().Name
+	for _, k := range c.Victims {
+		for _, pi := range v.jobs[keys[k]].pods {
+			pod := pi.GetPod()
+			on := nodeInfo
+			if pod.Spec.NodeName != name {
+				on = v.nodes[pod.Spec.NodeName]
+			} else if err := nodeInfo.RemovePod(klog.FromContext(ctx), pod); err != nil {
+				return nil, 0, fwk.AsStatus(err)
+			}
+			if on != nil {
+				if s := p.fh.RunPreFilterExtensionRemovePod(ctx, state, preemptor, pi, on); !s.IsSuccess() {
+					return nil, 0, s
+				}
+			}
+			victims = append(victims, pod)
+		}
+	}
+	if s := p.fh.RunFilterPluginsWithNominatedPods(ctx, state, preemptor, nodeInfo); !s.IsSuccess() {
+		return nil, 0, s
+	}
+	v.mu.Lock()
+	v.choices[name] = c
+	v.mu.Unlock()
+	return victims, 0, nil
+}
+
+// OrderedScoreFuncs implements preemption.Interface: one score, the rank
+// of each node's choice under scoring.BetterPreemption.
+func (p *Plugin) OrderedScoreFuncs(_ context.Context, nodesToVictims map[string]*extenderv1.Victims) []func(node string) int64 {
+	v := p.current()
+	if v == nil {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	names := make([]string, 0, len(nodesToVictims))
+	for n := range nodesToVictims {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		ca, cb := v.choices[a], v.choices[b]
+		switch {
+		case scoring.BetterPreemption(ca, cb):
+			return -1
+		case scoring.BetterPreemption(cb, ca):
+			return 1
+		}
+		return 0
+	})
+	rank := make(map[string]int64, len(names))
+	for i, n := range names {
+		rank[n] = -int64(i)
+	}
+	return []func(string) int64{func(n string) int64 { return rank[n] }}
+}
+
+// GetOffsetAndNumCandidates implements preemption.Interface: every node,
+// from the first, so the choice is the best of all nodes, as replayed.
+func (p *Plugin) GetOffsetAndNumCandidates(nodes int32) (int32, int32) { return 0, nodes }
+
+// CandidatesToVictimsMap implements preemption.Interface.
+func (p *Plugin) CandidatesToVictimsMap(candidates []preemption.Candidate) map[string]*extenderv1.Victims {
+	m := make(map[string]*extenderv1.Victims, len(candidates))
+	for _, c := range candidates {
+		m[c.Name()] = c.Victims()
+	}
+	return m
+}
+
+// PodEligibleToPreemptOthers implements preemption.Interface: not a pod
+// whose PriorityClass says preemptionPolicy Never, not a member of a gang,
+// and not a pod nominated to a node where its earlier victims are still
+// terminating (DefaultPreemption's rule: it waits for them).
+func (p *Plugin) PodEligibleToPreemptOthers(_ context.Context, pod *v1.Pod, nominatedNodeStatus *fwk.Status) (bool, string) {
+	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
+		return false, "not eligible due to preemptionPolicy=Never."
+	}
+	if _, _, gang := podspec.GangKey(pod); gang {
+		return false, msgGangMember
+	}
+	if nom := pod.Status.NominatedNodeName; nom != "" && nominatedNodeStatus.Code() != fwk.UnschedulableAndUnresolvable {
+		if ni, _ := p.fh.SnapshotSharedLister().NodeInfos().Get(nom); ni != nil {
+			prio := corev1helpers.PodPriority(pod)
+			for _, pi := range ni.GetPods() {
+				if corev1helpers.PodPriority(pi.GetPod()) < prio && preemption.PodTerminatingByPreemption(pi.GetPod()) {
+					return false, "not eligible due to a terminating pod on the nominated node."
+				}
+			}
+		}
+	}
+	return true, ""
+}
+
+// PreEnqueue implements fwk.PreEnqueuePlugin: with asynchronous preemption
+// a preemptor waits until its victims' deletions have been issued.
+func (p *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
+	if p.fts.EnableAsyncPreemption && p.executor.IsPodRunningPreemption(pod.GetUID()) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "waiting for the preemption for this pod to be finished")
+	}
+	return nil
+}
+
+// EventsToRegister implements fwk.EnqueueExtensions, as DefaultPreemption
+// does: nothing but what asynchronous preemption needs.
+func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	if !p.fts.EnableAsyncPreemption {
+		return nil, nil
+	}
+	return []fwk.ClusterEventWithHint{{
+		Event:          fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete},
+		QueueingHintFn: func(klog.Logger, *v1.Pod, any, any) (fwk.QueueingHint, error) { return fwk.QueueSkip, nil },
+	}}, nil
 }

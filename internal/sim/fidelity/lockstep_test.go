@@ -268,6 +268,8 @@ type driver struct {
 	// stuck counts steps that ended with a nominated pod no event would
 	// move (see waitQuiet).
 	stuck int
+	// virtual is the instant being played, the scheduler's clock.
+	virtual atomic.Int64
 }
 
 func newDriver(t testing.TB, sc scenario) *driver {
@@ -310,7 +312,9 @@ func newDriver(t testing.TB, sc scenario) *driver {
 		t.Fatal("pod informer did not sync")
 	}
 	d.st.paused.Store(true)
-	plugins := append(schedplugins.Options(), app.WithPlugin(stepperName, d.st.factory))
+	// Preemption measures run times on the virtual clock, as the replay does.
+	set := schedplugins.NewSetWithClock(func() time.Time { return startEpoch.Add(time.Duration(d.virtual.Load())) })
+	plugins := append(set.Options(), app.WithPlugin(stepperName, d.st.factory))
 	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{Config: schedulerConfig(t, c.Kubeconfig), Plugins: plugins}); err != nil {
 		t.Fatal(err)
 	}
@@ -345,6 +349,7 @@ func (d *driver) run() {
 	var requeue []int
 	for len(d.events) > 0 {
 		now := d.events[0].at
+		d.virtual.Store(int64(now))
 		d.st.paused.Store(true)
 		var arrive, depart []int
 		for len(d.events) > 0 && d.events[0].at == now {
