@@ -196,6 +196,27 @@ type Event struct {
 	LastSeen     time.Time
 }
 
+// Preemption is one pod evicted by schedloop's preemption, with its cause
+// as the scheduler recorded it (the "Preempted" Event on the victim).
+type Preemption struct {
+	// VictimUID is the evicted pod; a pod is evicted at most once.
+	VictimUID string
+	Namespace string
+	VictimPod string
+	// VictimJob is namespace/name of the victim's job (its gang, or the
+	// pod itself when it runs alone): the whole job was evicted.
+	VictimJob string
+	// Preemptor is namespace/name of the pod the victim made room for,
+	// PreemptorPriority its priority.
+	Preemptor         string
+	PreemptorPriority int32
+	// Node is the node the preemptor was nominated to.
+	Node string
+	// GPUHours is what the victim's whole job lost: GPUs held × time run.
+	GPUHours float64
+	At       time.Time
+}
+
 // GPUSample is one reading of one GPU, in dcgm-exporter's field vocabulary.
 // Ratios are 0..1 (DCGM_FI_PROF_*), GPUUtil is a percentage (DCGM_FI_DEV_GPU_UTIL).
 type GPUSample struct {

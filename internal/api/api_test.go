@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/api"
 	"github.com/schedloop/schedloop/internal/api/apitest"
 	"github.com/schedloop/schedloop/internal/store/storetest"
@@ -172,6 +173,26 @@ func TestAPIServesTheRollups(t *testing.T) {
 				t.Errorf("search %s kind=%q found kinds %v, want %v", hist.GangJob.Name, kind, kinds, want)
 			}
 		}
+	}
+
+	// An eviction of the gated pod is shown where its wait is, with its cause.
+	evicted := schedloop.Preemption{VictimUID: hist.Gated.UID, Namespace: hist.Gated.Namespace, VictimPod: hist.Gated.Name,
+		VictimJob: hist.Gated.Namespace + "/" + hist.Gated.Name, Preemptor: hist.Gated.Namespace + "/urgent", PreemptorPriority: 1000,
+		Node: "n1", GPUHours: 2.5, At: hist.Gated.Created.Add(time.Minute)}
+	if err := st.UpsertPreemptions(ctx, []schedloop.Preemption{evicted}); err != nil {
+		t.Fatal(err)
+	}
+	var withPreemption struct {
+		Preemptions []struct {
+			Role, Pod, Job, Preemptor, Node string
+			Priority                        int32   `json:"preemptor_priority"`
+			GPUHours                        float64 `json:"gpu_hours_lost"`
+		}
+	}
+	get(t, h, "/api/v1/why/pods/"+hist.Gated.UID, nil, &withPreemption)
+	if ps := withPreemption.Preemptions; len(ps) != 1 || ps[0].Role != "victim" || ps[0].Preemptor != evicted.Preemptor ||
+		ps[0].Priority != 1000 || ps[0].GPUHours != 2.5 || ps[0].Node != "n1" {
+		t.Errorf("why of an evicted pod: preemptions %+v, want its eviction for %s", ps, evicted.Preemptor)
 	}
 
 	var profiles struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/podspec"
+	"github.com/schedloop/schedloop/internal/reasons"
 )
 
 // clock turns the apiserver's timestamps into the times stored. Kubernetes
@@ -232,6 +233,26 @@ const (
 	reasonScheduled     = "Scheduled"
 	reasonPreempted     = "Preempted"
 )
+
+// preemption is the eviction a "Preempted" Event on a pod records, when
+// its note is schedloop's cause (reasons.Preemption); kube-scheduler's own
+// DefaultPreemption names its preemptor by UID only and is left to the
+// event and attempt rows.
+func preemption(e schedloop.Event) (schedloop.Preemption, bool) {
+	if e.Reason != reasonPreempted || e.InvolvedKind != "Pod" || e.InvolvedUID == "" {
+		return schedloop.Preemption{}, false
+	}
+	c, ok := reasons.ParsePreemption(e.Message)
+	if !ok {
+		return schedloop.Preemption{}, false
+	}
+	at := e.FirstSeen
+	if at.IsZero() {
+		at = e.LastSeen
+	}
+	return schedloop.Preemption{VictimUID: e.InvolvedUID, Namespace: e.Namespace, VictimPod: e.InvolvedName,
+		VictimJob: c.Job, Preemptor: c.Preemptor, PreemptorPriority: c.Priority, Node: c.Node, GPUHours: c.GPUHours, At: at}, true
+}
 
 // attemptKey identifies the attempt an event's latest count records.
 func attemptKey(e schedloop.Event) string { return e.UID + "/" + strconv.Itoa(e.Count) }

@@ -36,6 +36,7 @@ type Store interface {
 	DeriveJobs(ctx context.Context, jobUIDs []string) error
 	InsertAttempts(ctx context.Context, attempts []schedloop.SchedulingAttempt) (int64, error)
 	UpsertEvents(ctx context.Context, events []schedloop.Event) error
+	UpsertPreemptions(ctx context.Context, preemptions []schedloop.Preemption) error
 }
 
 // WatchOptions configure a Watcher. Client and Store are required.
@@ -359,9 +360,13 @@ func (w *Watcher) Flush(ctx context.Context) error {
 		podRows = append(podRows, p)
 	}
 	var eventRows []schedloop.Event
+	var preemptions []schedloop.Preemption
 	for uid, e := range events {
 		row := w.clock.toEvent(e, w.evSeen[uid])
 		eventRows = append(eventRows, row)
+		if p, ok := preemption(row); ok {
+			preemptions = append(preemptions, p)
+		}
 		if _, parsed := w.attempts[attemptKey(row)]; parsed {
 			continue
 		}
@@ -383,6 +388,9 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	w.mu.Unlock()
 
 	err := w.write(ctx, podRows, jobs, derive, eventRows, attempts, nodeRows)
+	if err == nil && len(preemptions) > 0 {
+		err = w.opts.Store.UpsertPreemptions(ctx, preemptions)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil {

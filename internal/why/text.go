@@ -62,6 +62,19 @@ func (s Story) WriteText(w io.Writer, maxAttempts int) error {
 		tw.Flush()
 	}
 
+	if len(s.Preemptions) > 0 {
+		b.WriteString("\npreemptions:\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for _, p := range s.Preemptions {
+			what := fmt.Sprintf("evicted %s to start this", p.Pod)
+			if p.Role == "victim" {
+				what = fmt.Sprintf("%s evicted for %s (priority %d)", p.Pod, p.Preemptor, p.Priority)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\ton %s\tjob %s lost %.2f GPU-hours\n", stamp(p.At), what, p.Node, p.Job, p.GPUHours)
+		}
+		tw.Flush()
+	}
+
 	fmt.Fprintf(&b, "\nscheduling attempts: %d\n", len(s.Attempts))
 	shown := s.Attempts
 	if maxAttempts > 0 && len(shown) > maxAttempts {

@@ -97,6 +97,24 @@ type Story struct {
 	Attempts    []Attempt  `json:"attempts"`
 	Activity    []Activity `json:"activity"`
 	Members     []Member   `json:"members,omitempty"`
+	// Preemptions are the evictions of this pod or job (each took the
+	// victim's whole job) and those made to start it, in time order.
+	Preemptions []Preemption `json:"preemptions"`
+}
+
+// Preemption is one eviction by schedloop's preemption and its cause.
+type Preemption struct {
+	At time.Time `json:"at"`
+	// Role is "victim" when this pod or job was evicted, "preemptor" when
+	// the eviction made room for it.
+	Role string `json:"role"`
+	// Pod is the evicted pod, Job its job (namespace/name), evicted whole.
+	Pod       string  `json:"pod"`
+	Job       string  `json:"job"`
+	Preemptor string  `json:"preemptor"`
+	Priority  int32   `json:"preemptor_priority"`
+	Node      string  `json:"node"`
+	GPUHours  float64 `json:"gpu_hours_lost"`
 }
 
 // ErrNotFound is returned when no pod or job matches.
@@ -194,7 +212,7 @@ func (b Builder) Job(ctx context.Context, uid string) (Story, error) {
 		GPUs: j.GPUsPerMember * j.MinMember, Created: j.Created, Scheduled: ptr(firstNonZero(j.Admitted, j.FirstScheduled)),
 		Finished: ptr(j.Finished)}
 	if len(pods) == 0 {
-		st.Breakdown, st.Timeline, st.Attempts, st.Activity = []Reason{}, []Interval{}, []Attempt{}, []Activity{}
+		st.Breakdown, st.Timeline, st.Attempts, st.Activity, st.Preemptions = []Reason{}, []Interval{}, []Attempt{}, []Activity{}, []Preemption{}
 		return st, nil
 	}
 	gate := gatingPod(pods)
@@ -304,6 +322,10 @@ func (b Builder) fill(ctx context.Context, st *Story, p schedloop.Pod, pods []sc
 	}
 	sort.SliceStable(st.Attempts, func(i, j int) bool { return st.Attempts[i].At.Before(st.Attempts[j].At) })
 
+	if err := b.preemptions(ctx, st, pods); err != nil {
+		return err
+	}
+
 	st.Activity = []Activity{}
 	if runFrom.IsZero() {
 		return nil
@@ -323,6 +345,33 @@ func (b Builder) fill(ctx context.Context, st *Story, p schedloop.Pod, pods []sc
 	}
 	for _, pt := range points {
 		st.Activity = append(st.Activity, Activity{Time: pt.Time, GPUs: pt.GPUs, Active: pt.Active, IdleMinutes: pt.IdleMinutes})
+	}
+	return nil
+}
+
+// preemptions adds the evictions of pods (or of the job st tells) and
+// those made for them.
+func (b Builder) preemptions(ctx context.Context, st *Story, pods []schedloop.Pod) error {
+	var uids, jobs, names []string
+	for _, q := range pods {
+		uids = append(uids, q.UID)
+		names = append(names, q.Namespace+"/"+q.Name)
+	}
+	if st.Kind == "job" {
+		jobs = append(jobs, st.Namespace+"/"+st.Name)
+	}
+	ps, err := b.Store.Preemptions(ctx, uids, jobs, names)
+	if err != nil {
+		return err
+	}
+	st.Preemptions = []Preemption{}
+	for _, p := range ps {
+		role := "preemptor"
+		if slices.Contains(uids, p.VictimUID) || slices.Contains(jobs, p.VictimJob) {
+			role = "victim"
+		}
+		st.Preemptions = append(st.Preemptions, Preemption{At: p.At, Role: role, Pod: p.Namespace + "/" + p.VictimPod,
+			Job: p.VictimJob, Preemptor: p.Preemptor, Priority: p.PreemptorPriority, Node: p.Node, GPUHours: p.GPUHours})
 	}
 	return nil
 }
