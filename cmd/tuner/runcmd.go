@@ -75,7 +75,7 @@ func registerTuneFlags(fs *flag.FlagSet, getenv func(string) string) *tuneFlags 
 	fs.Float64Var(&f.maxGangFactor, "max-gang-timeout-factor", g.Bounds.MaxGangTimeoutFactor, "largest factor the gang timeout may grow or shrink by per step")
 	fs.Float64Var(&f.headlineTolerance, "headline-tolerance", g.HeadlineTolerance, "relative worsening of any headline number (GPU idle share, mean JCT, p95 JCT, high-priority p95 wait) on the held-out replays that stops a proposal, whatever the objective gains")
 	fs.Float64Var(&f.rollbackThreshold, "rollback-threshold", g.RollbackThreshold, "measured relative regression that rolls an applied profile back")
-	fs.BoolVar(&f.preemption, "preemption", true, "replay with priority preemption, as the scheduler's DefaultPreemption does")
+	fs.BoolVar(&f.preemption, "preemption", true, "replay with priority preemption, as the scheduler's SchedloopPreemption does (whole jobs, fewest GPU-hours lost)")
 	fs.IntVar(&f.highPriority, "high-priority", 1, "jobs at or above this priority count as critical for the high-priority wait")
 	fs.IntVar(&f.percentageOfNodesToScore, "percentage-of-nodes-to-score", 0, "the scheduler profile's percentageOfNodesToScore, so replays score lone pods on the sample the scheduler scores (0: kube-scheduler's adaptive default, as deploy/scheduler-config.yaml ships; 100: every node)")
 	fs.BoolVar(&f.record, "record", true, "store the proposal and its evidence in the database")

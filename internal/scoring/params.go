@@ -47,9 +47,10 @@ type Params struct {
 	// it gets a reservation. Zero means at once. It must be zero when
 	// Reservation is false.
 	ReservationThreshold time.Duration
-	// PreemptMinRunTime protects running jobs younger than this from being
-	// preempted. Zero means every running job of lower priority may be a
-	// victim (DefaultPreemption's rule).
+	// PreemptMinRunTime protects running jobs that have run less than this
+	// (whole seconds since their earliest member started) from being
+	// preempted (see Preemptible). Zero means every running job of lower
+	// priority may be a victim.
 	PreemptMinRunTime time.Duration
 }
 

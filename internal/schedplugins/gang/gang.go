@@ -221,7 +221,7 @@ func (g *Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 // PostFilter releases the gang when a member finds no node while others
 // already hold reservations: waiting for the timeout would only keep GPUs
 // idle. For a gang's member it also ends the PostFilter phase (the
-// profile runs this plugin's PostFilter before DefaultPreemption's):
+// profile runs this plugin's PostFilter before SchedloopPreemption's):
 // scoring.PreemptsFor lets only lone pods preempt, as the simulator
 // replays.
 func (g *Gang) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
@@ -243,7 +243,7 @@ func (g *Gang) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 	}
 	if members == 0 || scoring.PreemptsFor(members) {
 		// A PodGroup of one is a lone pod; one that is gone leaves the
-		// pod to DefaultPreemption as before it was grouped.
+		// pod to preemption as before it was grouped.
 		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, strings.TrimPrefix(why+"; ", "; ")+

@@ -6,7 +6,8 @@
 // whole jobs, a gang with every member on every node; never a job marked
 // non-preemptible (podspec.LabelPreemptible "false"), never one younger
 // than the profile's preemption.minRunTimeSeconds; the fewest GPU-hours
-// lost. Members of a gang do not preempt (scoring.PreemptsFor).
+// lost. Members of a gang do not preempt (scoring.PreemptsFor; SchedloopGang's
+// PostFilter, which runs first, ends the phase for them).
 //
 // The search, the dry run and the eviction are kube-scheduler's preemption
 // framework (pkg/scheduler/framework/preemption) with this plugin as its
@@ -59,8 +60,7 @@ const Name = "SchedloopPreemption"
 
 // Stable status messages.
 const (
-	msgGangMember = "members of a gang do not preempt"
-	msgNoVictims  = "no set of preemptible jobs of lower priority makes room on the node"
+	msgNoVictims = "no set of preemptible jobs of lower priority makes room on the node"
 )
 
 // Plugin applies scoring's preemption rule through the framework's
@@ -383,15 +383,15 @@ func (p *Plugin) CandidatesToVictimsMap(candidates []preemption.Candidate) map[s
 }
 
 // PodEligibleToPreemptOthers implements preemption.Interface: not a pod
-// whose PriorityClass says preemptionPolicy Never, not a member of a gang,
-// and not a pod nominated to a node where its earlier victims are still
-// terminating (DefaultPreemption's rule: it waits for them).
+// whose PriorityClass says preemptionPolicy Never, and not a pod nominated
+// to a node where its earlier victims are still terminating
+// (DefaultPreemption's rule: it waits for them). A gang's member never gets
+// here: SchedloopGang's PostFilter, which runs first, ends the phase for
+// it (scoring.PreemptsFor), and leaves a PodGroup of one to preempt as the
+// lone pod it is.
 func (p *Plugin) PodEligibleToPreemptOthers(_ context.Context, pod *v1.Pod, nominatedNodeStatus *fwk.Status) (bool, string) {
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
 		return false, "not eligible due to preemptionPolicy=Never."
-	}
-	if _, _, gang := podspec.GangKey(pod); gang {
-		return false, msgGangMember
 	}
 	if nom := pod.Status.NominatedNodeName; nom != "" && nominatedNodeStatus.Code() != fwk.UnschedulableAndUnresolvable {
 		if ni, _ := p.fh.SnapshotSharedLister().NodeInfos().Get(nom); ni != nil {

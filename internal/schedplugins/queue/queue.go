@@ -158,7 +158,7 @@ func (c *cycleEntry) Clone() fwk.StateData { return c }
 
 // PreFilter keeps the pod waiting while its queue is at its limit. The
 // refusal is unresolvable by preemption: evicting pods frees no share of
-// the pod's own queue unless they are in it, so DefaultPreemption would
+// the pod's own queue unless they are in it, so preemption would
 // evict lower-priority pods of other queues and the pod would still wait
 // (and preempt again at its next attempt). The simulator does not preempt
 // for a job its queue refuses either. The pod is retried when a pod leaves,
