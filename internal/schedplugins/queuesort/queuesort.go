@@ -69,6 +69,10 @@ type Order struct {
 	// first is each waiting entity's first sight: when it arrived (a gang,
 	// by its key; a lone pod, by its UID) and its predicted service then.
 	first map[string]sighting
+	// known is each keyed pod's entity and queue, read (podspec.Read) when
+	// the pod is first keyed, so that the comparisons of a waiting pod do
+	// not read its labels and resources again; forgotten with the pod.
+	known map[types.UID]podEntry
 	// attained is each queue's attained service; counted the GPUs each
 	// bound pod adds to its queue's account.
 	attained map[string]*scoring.AttainedService
@@ -80,6 +84,12 @@ type sighting struct {
 	service float64
 	// run is the predicted run time service was computed from.
 	run time.Duration
+}
+
+type podEntry struct {
+	// id is the pod's entity in first: its gang's key, else its UID.
+	id          string
+	gang, queue string
 }
 
 type charge struct {
@@ -105,7 +115,7 @@ type Options struct {
 // gives an order that never forgets what it saw and accounts no attained
 // service, for tests.
 func NewOrder(podInformer cache.SharedIndexInformer, opt Options) (*Order, error) {
-	o := &Order{first: map[string]sighting{}, attained: map[string]*scoring.AttainedService{},
+	o := &Order{first: map[string]sighting{}, known: map[types.UID]podEntry{}, attained: map[string]*scoring.AttainedService{},
 		counted: map[types.UID]charge{}, profile: opt.Profile, gangSize: opt.GangSize, now: opt.Now}
 	if o.profile == nil {
 		o.profile = profilewatch.NewHolder()
@@ -227,15 +237,30 @@ func (o *Order) key(act *profilewatch.Active, now time.Time, e fwk.QueuedEntityI
 // been yet, and its job's predicted run time.
 func (o *Order) podKey(act *profilewatch.Active, now time.Time, pod *v1.Pod, priority int32, ts time.Time) (scoring.QueueKey, time.Duration) {
 	k := scoring.QueueKey{Priority: priority, Name: pod.Name}
-	f, _ := podspec.Read(pod)
-	id := string(pod.UID)
-	if f.GangKey != "" {
-		k.Gang, id = f.GangKey, f.GangKey
+	fair := act.Params.EffectiveOrder() == scoring.OrderFairShare
+	o.mu.Lock()
+	e, known := o.known[pod.UID]
+	if s, seen := o.first[e.id]; known && seen {
+		k.Gang, k.Created, k.Service = e.gang, s.at.UnixNano(), s.service
+		if fair {
+			k.Attained = o.attainedLocked(e.queue, now)
+		}
+		o.mu.Unlock()
+		return k, s.run
 	}
-	seen := o.sight(act, id, pod, f, ts)
-	k.Created, k.Service = seen.at.UnixNano(), seen.service
-	if act.Params.EffectiveOrder() == scoring.OrderFairShare {
-		k.Attained = o.attainedAt(f.Queue, now)
+	o.mu.Unlock()
+	f, _ := podspec.Read(pod)
+	e = podEntry{id: string(pod.UID), gang: f.GangKey, queue: f.Queue}
+	if f.GangKey != "" {
+		e.id = f.GangKey
+	}
+	seen := o.sight(act, e.id, pod, f, ts)
+	k.Gang, k.Created, k.Service = e.gang, seen.at.UnixNano(), seen.service
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.known[pod.UID] = e
+	if fair {
+		k.Attained = o.attainedLocked(e.queue, now)
 	}
 	return k, seen.run
 }
@@ -306,6 +331,11 @@ func (o *Order) members(namespace, key, name string) int {
 func (o *Order) attainedAt(queue string, now time.Time) float64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return o.attainedLocked(queue, now)
+}
+
+// attainedLocked is attainedAt with o.mu held.
+func (o *Order) attainedLocked(queue string, now time.Time) float64 {
 	if a := o.attained[queue]; a != nil {
 		return a.Attained(now.UnixNano(), scoring.DefaultAttainedHalfLife)
 	}
@@ -325,6 +355,9 @@ func (o *Order) podChanged(obj any, deleted bool) {
 	if !deleted && waiting(pod) {
 		return
 	}
+	o.mu.Lock()
+	delete(o.known, pod.UID)
+	o.mu.Unlock()
 	key, _, ok := podspec.GangKey(pod)
 	if !ok {
 		o.mu.Lock()

@@ -3,6 +3,7 @@ package queuesort_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -265,5 +266,33 @@ func TestLessKeysPodGroupEntitiesAsTheirMembers(t *testing.T) {
 	}
 	if want := []string{"short", "mid", "long"}; !slices.Equal(got, want) {
 		t.Errorf("order = %v, want %v", got, want)
+	}
+}
+
+// BenchmarkLess sorts a queue of 1,000 waiting pods (a quarter in gangs of
+// four, four queues) under fair share, the order whose keys read the most,
+// as the scheduler's heap compares them: every comparison keys both pods.
+func BenchmarkLess(b *testing.B) {
+	order, err := queuesort.NewOrder(nil, queuesort.Options{Profile: holder(&testing.T{}, policyDoc+"order: fair-share\n", nil)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, _ := queuesort.New(nil, order)
+	var q []fwk.QueuedEntityInfo
+	for i := range 1000 {
+		pd := gpuPod(fmt.Sprintf("p-%04d", i), int32(i%3), fmt.Sprintf("q%d", i%4))
+		if i%4 == 0 {
+			pd.Labels[podgroup.LabelPodGroup] = fmt.Sprintf("g-%d", i/16)
+		}
+		pi, err := framework.NewPodInfo(pd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		q = append(q, &framework.QueuedPodInfo{PodInfo: pi, QueueingParams: framework.QueueingParams{Timestamp: t0.Add(time.Duration(i) * time.Second)}})
+	}
+	b.ResetTimer()
+	for range b.N {
+		s := slices.Clone(q)
+		sort.Slice(s, func(i, j int) bool { return p.Less(s[i], s[j]) })
 	}
 }
