@@ -268,6 +268,9 @@ function renderStory(s) {
       ${s.members && s.members.length ? `<h3>Members</h3><table><thead><tr><th>pod</th><th>phase</th><th>node</th><th class="num">waited</th></tr></thead><tbody>
         ${s.members.map((m) => `<tr><td><a href="#/why?kind=pod&q=${encodeURIComponent(m.uid)}">${esc(m.name)}</a></td><td>${esc(m.phase)}</td><td>${esc(m.node)}</td><td class="num">${dur(m.wait_seconds)}</td></tr>`).join('')}
       </tbody></table>` : ''}
+      ${s.preemptions && s.preemptions.length ? `<h3>Preemptions</h3><table data-testid="preemptions"><thead><tr><th>at</th><th>what</th><th>node</th><th>job evicted (whole)</th><th class="num">GPU-hours lost</th></tr></thead><tbody>
+        ${s.preemptions.map((p) => `<tr><td>${ts(p.at)}</td><td>${p.role === 'victim' ? `${esc(p.pod)} evicted for ${esc(p.preemptor)} (priority ${p.preemptor_priority})` : `evicted ${esc(p.pod)} to start this`}</td><td>${esc(p.node)}</td><td>${esc(p.job)}</td><td class="num">${p.gpu_hours_lost.toFixed(2)}</td></tr>`).join('')}
+      </tbody></table>` : ''}
       <h3>Scheduling attempts (${s.attempts.length})</h3>
       <table data-testid="attempts"><thead><tr><th>at</th><th>pod</th><th>result</th><th>reason</th><th>message</th></tr></thead><tbody>
         ${s.attempts.slice(-50).map((a) => `<tr><td>${ts(a.at)}</td><td>${esc(a.pod)}</td><td>${esc(a.result)}</td><td>${esc(a.category)}</td><td class="msg">${esc(a.message)}</td></tr>`).join('')}

@@ -164,6 +164,11 @@ func differential(t testing.TB, sc scenario) *comparison {
 	t.Logf("live: %d scheduling cycles, %d fences, %d steps ended with a stuck nomination; barrier %v, scheduling %v, observing %v",
 		d.st.started.Load(), d.fences, d.stuck, d.timing[0], d.timing[1], d.timing[2])
 	cmp := compare(sc, res, d.jobs)
+	livePreempted := 0
+	for _, lj := range d.jobs {
+		livePreempted += lj.preemptions
+	}
+	t.Logf("jobs preempted: simulator %d, live %d", res.Metrics.Preemptions, livePreempted)
 	cmp.simTook, cmp.liveTook, cmp.steps = simTook, time.Since(began), d.step
 	if t.Failed() {
 		t.Logf("seed %d: the run failed; rerun with -difftest.seed %d", sc.seed, sc.seed)
