@@ -14,7 +14,12 @@ import (
 
 // Gangs are ordered as one entity by the live queue (scheduler-plugins
 // PodGroups; a Workload API gang's pod-group entity is keyed the same way,
-// see queuesort's tests):
+// see queuesort's tests, but kube-scheduler 1.37 does not put it back in
+// the queue when a node frees: a pod-group cycle that the in-tree
+// GangScheduling's PlacementFeasible ends early returns a status the queue
+// handles as an error, so the gang is retried on its backoff timer, and a
+// lone pod requeued by the freed node's event is tried first whatever the
+// order):
 // two gangs of 2×4 GPUs and a lone 8-GPU pod wait behind two full nodes
 // under shortest predicted service; each freed node goes to the next job of
 // the order scoring.CompareOrder gives their keys (run time from the
