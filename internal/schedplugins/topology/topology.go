@@ -142,6 +142,9 @@ type Topology struct {
 	workload  atomic.Pointer[workloadSnapshot]
 	refreshMu sync.Mutex
 
+	domainsMu sync.Mutex
+	domains   map[string]nodeDomains // by node name; see inPlan
+
 	// book is the scheduler's reservation book; nil reserves nothing.
 	book *reservation.Book
 }
@@ -275,17 +278,40 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 	if level < 0 {
 		state.Write(confinedKey, confinedByPreference{})
 	}
+	return &fwk.PreFilterResult{NodeNames: t.inPlan(plan, nodes)}, nil
+}
+
+// inPlan names the nodes inside plan's domain. Every member of a confined
+// gang checks every node, so each node's topology path is kept for the node
+// object it was read from (the informer replaces the object on any change).
+func (t *Topology) inPlan(plan *scoring.GangPlan, nodes []fwk.NodeInfo) sets.Set[string] {
 	inside := sets.New[string]()
+	t.domainsMu.Lock()
+	defer t.domainsMu.Unlock()
+	if t.domains == nil {
+		t.domains = map[string]nodeDomains{}
+	}
 	for _, ni := range nodes {
-		if n := ni.Node(); n != nil && plan.Contains(t.domainsOnly(n)) {
+		n := ni.Node()
+		if n == nil {
+			continue
+		}
+		d, ok := t.domains[n.Name]
+		if !ok || d.node != n {
+			d = nodeDomains{node: n, view: &scoring.Node{Name: n.Name, Domains: nodeview.Domains(n, t.args.Levels)}}
+			t.domains[n.Name] = d
+		}
+		if plan.Contains(d.view) {
 			inside.Insert(n.Name)
 		}
 	}
-	return &fwk.PreFilterResult{NodeNames: inside}, nil
+	return inside
 }
 
-func (t *Topology) domainsOnly(n *v1.Node) *scoring.Node {
-	return &scoring.Node{Name: n.Name, Domains: nodeview.Domains(n, t.args.Levels)}
+// nodeDomains is a node's topology path as read from one node object.
+type nodeDomains struct {
+	node *v1.Node
+	view *scoring.Node
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.
