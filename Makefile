@@ -48,7 +48,7 @@ bench: postgres ## run the benchmarks and print each headline figure as `BENCH <
 	$(GO) test -run '^$$' -bench '^BenchmarkDashboardAPI$$' -benchtime 1x -count 3 ./internal/api/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkAPIStorm$$' -benchtime 1x -count 1 -timeout 30m ./internal/api/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkSchedulerThroughput$$' -benchtime 1x -timeout 30m ./internal/schedplugins/bench/ -args -sched.nodes 1000 -sched.pods 10000 | $(GO) run ./scripts/benchreport
-	$(GO) test -run '^$$' -bench '^BenchmarkUpstreamPerf$$' -benchtime 1x -timeout 60m ./internal/schedplugins/upstreamperf/ | $(GO) run ./scripts/benchreport
+	$(GO) test -run '^$$' -bench '^BenchmarkUpstreamPerf$$' -benchtime 1x -count 3 -timeout 60m ./internal/schedplugins/upstreamperf/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkSimLiveAgreement$$' -benchtime 1x -timeout 180m ./internal/sim/fidelity/ | $(GO) run ./scripts/benchreport
 	scripts/bench-harness.sh
 

@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -62,6 +63,13 @@ var upstream = map[string]string{
 	"GangScheduling":  "podgroup/gangscheduling/performance-config.yaml",
 	"BasicScheduling": "podgroup/basicscheduling/performance-config.yaml",
 }
+
+// givenItemsDir is -data-items-dir as given, read once: each run (-count)
+// sets the flag to a directory of its own where none was given.
+var (
+	givenItems    sync.Once
+	givenItemsDir string
+)
 
 // Profiles, in the order they run.
 var profiles = []string{"default", "schedloop"}
@@ -99,7 +107,8 @@ func BenchmarkUpstreamPerf(b *testing.B) {
 	}
 	// Data items (and -perf-cpuprofile's profiles) go to -data-items-dir,
 	// else to a directory of this run.
-	items := flag.Lookup("data-items-dir").Value.String()
+	givenItems.Do(func() { givenItemsDir = flag.Lookup("data-items-dir").Value.String() })
+	items := givenItemsDir
 	if items == "" {
 		items = filepath.Join(dir, "items")
 		if err := flag.Set("data-items-dir", items); err != nil {
