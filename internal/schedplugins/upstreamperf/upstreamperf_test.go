@@ -28,8 +28,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -63,13 +63,6 @@ var upstream = map[string]string{
 	"GangScheduling":  "podgroup/gangscheduling/performance-config.yaml",
 	"BasicScheduling": "podgroup/basicscheduling/performance-config.yaml",
 }
-
-// givenItemsDir is -data-items-dir as given, read once: each run (-count)
-// sets the flag to a directory of its own where none was given.
-var (
-	givenItems    sync.Once
-	givenItemsDir string
-)
 
 // Profiles, in the order they run.
 var profiles = []string{"default", "schedloop"}
@@ -107,8 +100,7 @@ func BenchmarkUpstreamPerf(b *testing.B) {
 	}
 	// Data items (and -perf-cpuprofile's profiles) go to -data-items-dir,
 	// else to a directory of this run.
-	givenItems.Do(func() { givenItemsDir = flag.Lookup("data-items-dir").Value.String() })
-	items := givenItemsDir
+	items := flag.Lookup("data-items-dir").Value.String()
 	if items == "" {
 		items = filepath.Join(dir, "items")
 		if err := flag.Set("data-items-dir", items); err != nil {
@@ -131,11 +123,13 @@ func BenchmarkUpstreamPerf(b *testing.B) {
 		for b.Loop() {
 		}
 		for _, name := range names {
-			def, ours := rates[name+"_default"], rates[name+"_schedloop"]
+			def, ours := median(rates[name+"_default"]), median(rates[name+"_schedloop"])
 			if def <= 0 || ours <= 0 {
-				b.Fatalf("%s: no SchedulingThroughput for both profiles (default %v, schedloop %v pods/s)", name, def, ours)
+				b.Fatalf("%s: no SchedulingThroughput for both profiles (default %v, schedloop %v pods/s)",
+					name, rates[name+"_default"], rates[name+"_schedloop"])
 			}
-			b.Logf("%s at %d nodes, %d pods: default %.1f pods/s, schedloop %.1f pods/s", name, *nodes, *pods, def, ours)
+			b.Logf("%s at %d nodes, %d pods: default %.1f pods/s (of %v), schedloop %.1f pods/s (of %v)",
+				name, *nodes, *pods, def, rates[name+"_default"], ours, rates[name+"_schedloop"])
 			b.ReportMetric(ours/def, "upstream_perf_"+name+"_ratio@ratio")
 		}
 	})
@@ -201,14 +195,28 @@ func resized(tc map[string]any, name string) map[string]any {
 	return c
 }
 
+// median of v; 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 // throughputs reads each case's average SchedulingThroughput from the data
-// items scheduler_perf wrote.
-func throughputs(b *testing.B, dir string) map[string]float64 {
+// items scheduler_perf wrote, one per run: -count repeats each case (a
+// sub-benchmark) that many times in a row, and the ratio is of the medians.
+func throughputs(b *testing.B, dir string) map[string][]float64 {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil || len(files) == 0 {
 		b.Fatalf("no data items in %s (%v)", dir, err)
 	}
-	out := map[string]float64{}
+	out := map[string][]float64{}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -233,7 +241,7 @@ func throughputs(b *testing.B, dir string) map[string]float64 {
 				for name := range upstream {
 					for _, prof := range profiles {
 						if p == name+"_"+prof {
-							out[p] = it.Data["Average"]
+							out[p] = append(out[p], it.Data["Average"])
 						}
 					}
 				}
