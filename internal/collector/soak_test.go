@@ -43,6 +43,7 @@ import (
 var (
 	soakDuration = flag.Duration("soak.duration", 30*time.Minute, "how long BenchmarkSoak runs the loop under faults")
 	soakSpeed    = flag.Float64("soak.speed", 120, "trace seconds per wall second of BenchmarkSoak's replay")
+	soakTimeout  = flag.Duration("soak.scrape-timeout", soakScrape, "BenchmarkSoak's scrape timeout; a short one shows the soak's loss accounting at work")
 	soakHeap     = flag.String("soak.heapprofile", "", "directory BenchmarkSoak writes heap profiles to (heap-start.pb.gz after the first reading, heap-end.pb.gz at the end) for go tool pprof -diff_base")
 )
 
@@ -131,7 +132,7 @@ func BenchmarkSoak(b *testing.B) {
 	scrapeClient := dcgm.NewClient()
 	scrapeClient.Transport = ledger.transport(scrapeClient.Transport)
 	var observe atomic.Pointer[func([]schedloop.GPU)]
-	scraper := &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Timeout: soakScrape, Client: scrapeClient,
+	scraper := &dcgm.ExporterScraper{Targets: dcgm.StaticTargets(urls), Timeout: *soakTimeout, Client: scrapeClient,
 		Inventory: func(gpus []schedloop.GPU) {
 			ledger.parsedWhole(gpus)
 			if f := observe.Load(); f != nil {

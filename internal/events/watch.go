@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -190,6 +191,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	var syncs []cache.InformerSynced
 	for _, h := range handlers {
 		kind := h.kind
+		if err := h.inf.SetTransform(trimForWatch); err != nil {
+			return fmt.Errorf("watch %s: %w", kind, err)
+		}
 		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.handle(kind, obj, false) },
 			UpdateFunc: func(_, obj any) { w.handle(kind, obj, false) },
@@ -472,4 +476,14 @@ func (w *Watcher) write(ctx context.Context, pods []schedloop.Pod, jobs map[stri
 		}
 	}
 	return nil
+}
+
+// trimForWatch drops what the watcher never reads from each object before
+// its informers cache it: the managed fields, a large share of every Pod,
+// Event and PodGroup held for the collector's lifetime.
+func trimForWatch(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
 }
