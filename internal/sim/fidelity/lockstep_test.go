@@ -727,5 +727,19 @@ func (d *driver) observe(now time.Duration) (requeue []int) {
 			}
 		}
 	}
+	// Jobs preempted together come back together: the replay gives them one
+	// arrival (scoring.QueueKey.Requeued) and breaks the tie lone pods
+	// first, then by name (scoring.CompareQueueKeys); the live queue orders
+	// them by when their pods are created, so they are created in that order.
+	slices.SortStableFunc(requeue, func(a, b int) int {
+		ga, gb := d.jobs[a].j.Members > 1, d.jobs[b].j.Members > 1
+		if ga != gb {
+			if ga {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(d.jobs[a].j.Name, d.jobs[b].j.Name)
+	})
 	return requeue
 }
