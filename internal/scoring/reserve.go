@@ -72,8 +72,10 @@ func PlaceTrialJob(trial []*Node, r Request, members, depth, maxLevel int, s Sco
 	return idx
 }
 
-// PlanReservation finds the earliest predicted end among running after
-// which the head job fits, releasing running jobs in order of predicted
+// PlanReservation finds the earliest time the head job fits: now, or the
+// earliest predicted end among running after which it fits (a gang's own members already placed while it
+// waits for the rest are passed in running as ending now: they are the
+// job's own), releasing running jobs in order of predicted
 // end on a copy of nodes (nodes is not changed). A predicted end already
 // past counts as now: the job is expected to end at any moment. ok is
 // false when the job does not fit even once every running job has ended.
@@ -84,6 +86,12 @@ func PlanReservation(nodes []*Node, running []Ending, now int64, place PlaceTria
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(running[a].End, running[b].End) })
 	trial := CloneNodes(nodes)
+	// A job that fits as things stand (it waits for another reason: its
+	// queue's limit, the rest of its gang) is expected now, where it fits.
+	if idx := place(CloneNodes(trial)); idx != nil {
+		slices.Sort(idx)
+		return Reservation{Start: now, Nodes: slices.Compact(idx)}, true
+	}
 	for k := 0; k < len(order); {
 		end := max(running[order[k]].End, now)
 		// Release every job predicted to end by then before trying.

@@ -74,3 +74,18 @@ func TestTakesReservation(t *testing.T) {
 		t.Error("reservations off: none is taken")
 	}
 }
+
+func TestPlanReservationFitsNow(t *testing.T) {
+	// The job fits on n1 as things stand: it is expected now, there, even
+	// though n0's job ends later.
+	nodes := []*Node{NewNode("n0", "", 8, 0, 0), NewNode("n1", "", 8, 0, 0)}
+	a, _ := nodes[0].Allocate(Request{GPUs: 8}, nodes[0].IdleDevices(8))
+	running := []Ending{{Nodes: []int{0}, Allocs: []Allocation{a}, End: 100}}
+	whole := Request{GPUs: 8}
+	res, ok := PlanReservation(nodes, running, 10, func(trial []*Node) []int {
+		return PlaceTrialJob(trial, whole, 1, 0, -1, Scorer{Weights: Weights{TermBinPack: 1}})
+	})
+	if !ok || res.Start != 10 || len(res.Nodes) != 1 || res.Nodes[0] != 1 {
+		t.Fatalf("reservation %+v ok=%v, want n1 from now (10)", res, ok)
+	}
+}

@@ -550,6 +550,10 @@ func (r *replay) planReservation(js *jobState, t time.Duration) (scoring.Reserva
 			running = append(running, scoring.Ending{Nodes: o.nodeIdx, Allocs: o.allocs, End: int64(o.start + o.predicted)})
 		}
 	}
+	if js.status == reserving {
+		// Its own partial placement is its own from now.
+		running = append(running, scoring.Ending{Nodes: js.nodeIdx, Allocs: js.allocs, End: int64(t)})
+	}
 	j := js.job
 	return scoring.PlanReservation(r.p.nodes, running, int64(t), func(trial []*scoring.Node) []int {
 		return scoring.PlaceTrialJob(trial, j.Request, j.Members, r.p.depth, r.p.maxLevel, r.p.scorer)

@@ -298,10 +298,11 @@ func (o *Order) predict(act *profilewatch.Active, pod *v1.Pod, f podspec.Facts) 
 }
 
 // Job is a waiting pod's job as the order sees it at now: its key (from
-// the job's first sighting, made now with arrived as its arrival if the
-// queue has not keyed it yet) and its predicted run time then.
-func (o *Order) Job(pod *v1.Pod, now, arrived time.Time) (scoring.QueueKey, time.Duration) {
-	return o.podKey(o.profile.Load(), now, pod, corev1helpers.PodPriority(pod), arrived)
+// the job's first sighting, made now on the order's clock, the clock of
+// queue timestamps, if the queue has not keyed it yet) and its predicted
+// run time then.
+func (o *Order) Job(pod *v1.Pod, now time.Time) (scoring.QueueKey, time.Duration) {
+	return o.podKey(o.profile.Load(), now, pod, corev1helpers.PodPriority(pod), o.now())
 }
 
 // RunTime is the run time the active profile's predictor table predicts

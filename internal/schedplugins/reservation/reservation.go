@@ -44,8 +44,7 @@ const (
 // and predicted run time, and a running pod's predicted run time
 // (queuesort.Order).
 type Jobs interface {
-	// Job keys a job the order has not keyed yet as arrived at arrived.
-	Job(pod *v1.Pod, now, arrived time.Time) (scoring.QueueKey, time.Duration)
+	Job(pod *v1.Pod, now time.Time) (scoring.QueueKey, time.Duration)
 	RunTime(pod *v1.Pod) time.Duration
 }
 
@@ -91,6 +90,10 @@ type Book struct {
 	bound   map[types.UID]time.Time
 	cur     *Held
 	curPod  *v1.Pod
+	// planGen is the cluster state cur was planned on and planNext the
+	// first predicted end after it was planned (refresh).
+	planGen  int64
+	planNext time.Time
 	// refused are pods Filter turned away under cur, woken when it moves.
 	refused map[types.UID]*v1.Pod
 	// waitingOf counts each job's pods that wait, so a job whose last
@@ -291,8 +294,10 @@ func (r *Restriction) Admits(node string) bool {
 
 // For is the restriction the standing reservation puts on pod now, nil
 // when it puts none: none stands, pod belongs to the holder, or pod's job
-// is ahead of the holder (scoring.ReservationBinds).
-func (b *Book) For(pod *v1.Pod) *Restriction {
+// is ahead of the holder (scoring.ReservationBinds). A reservation planned
+// at an earlier instant on a cluster that has changed since (gen, see
+// Refresh) is planned again first.
+func (b *Book) For(pod *v1.Pod, gen int64, plan Plan) *Restriction {
 	params := b.profile.Load().Params
 	if !params.Reservation {
 		return nil
@@ -304,8 +309,15 @@ func (b *Book) For(pod *v1.Pod) *Restriction {
 		return nil
 	}
 	now := b.now()
-	key, run := jobs.Job(pod, now, b.Arrived(pod))
+	key, run := jobs.Job(pod, now)
 	if !scoring.ReservationBinds(params, now.UnixNano(), cur.Key, key) {
+		return nil
+	}
+	b.refresh(gen, now, plan)
+	b.mu.Lock()
+	cur = b.cur
+	b.mu.Unlock()
+	if cur == nil {
 		return nil
 	}
 	return &Restriction{Job: cur.Job, Nodes: sets.New(cur.Nodes...), Start: cur.Start.UnixNano(), End: now.Add(run).UnixNano()}
@@ -319,15 +331,17 @@ func (b *Book) Refused(pod *v1.Pod) {
 	b.mu.Unlock()
 }
 
-// Plan is what planning found: the nodes and start, or ok false when the
-// job would not fit even with every running job ended.
-type Plan func(now time.Time) (nodes []string, start time.Time, ok bool)
+// Plan plans pod's job's reservation at now: the nodes and start, or ok
+// false when the job would not fit even with every running job ended. next
+// is the earliest predicted end of a running job after now (zero: none),
+// when the plan can change with no change to the cluster.
+type Plan func(pod *v1.Pod, now time.Time) (nodes []string, start, next time.Time, ok bool)
 
-// Failed is called when pod could not be placed. When its job takes the
-// reservation (scoring.TakesReservation, or it holds it already) the
-// reservation is planned again with plan; the holder's pod is told of
-// every new plan.
-func (b *Book) Failed(pod *v1.Pod, plan Plan) {
+// Failed is called when pod could not be placed, with gen the cluster's
+// state (see Refresh). When its job takes the reservation
+// (scoring.TakesReservation, or it holds it already) the reservation is
+// planned again with plan.
+func (b *Book) Failed(pod *v1.Pod, gen int64, plan Plan) {
 	params := b.profile.Load().Params
 	if !params.Reservation {
 		return
@@ -341,7 +355,7 @@ func (b *Book) Failed(pod *v1.Pod, plan Plan) {
 		return
 	}
 	arrived := b.Arrived(pod)
-	key, _ := jobs.Job(pod, now, arrived)
+	key, _ := jobs.Job(pod, now)
 	var holder *scoring.QueueKey
 	if cur != nil && cur.Job != job {
 		holder = &cur.Key
@@ -349,9 +363,40 @@ func (b *Book) Failed(pod *v1.Pod, plan Plan) {
 	if !scoring.TakesReservation(params, now.UnixNano(), arrived.UnixNano(), key, holder) {
 		return
 	}
-	nodes, start, ok := plan(now)
+	b.replan(pod, key, gen, now, plan)
+}
+
+// refresh plans the standing reservation again when time has moved on and
+// the cluster has changed since it was planned (gen differs: nodes or the
+// pods on them changed) or a running job's predicted end has passed (a job
+// predicted to have ended is expected at any moment, so what the head job
+// could take now grows). A replay plans it again on each pass at
+// the head job's turn, after the jobs ahead of it were tried, and holds
+// the later jobs of that pass to that plan. Live, the head job's own
+// failures plan it again at its turn (Failed), and so does the first job
+// after it tried at a later instant, by which time the jobs ahead of the
+// head job have been tried. Placements made at the same instant do not move
+// it, as the later jobs of one pass are held to one plan.
+func (b *Book) refresh(gen int64, now time.Time, plan Plan) {
+	b.mu.Lock()
+	cur, pod := b.cur, b.curPod
+	due := !b.planNext.IsZero() && !now.Before(b.planNext)
+	stale := cur != nil && now.After(cur.Planned) && (gen != b.planGen || due)
+	b.mu.Unlock()
+	if !stale || pod == nil {
+		return
+	}
+	b.replan(pod, cur.Key, gen, now, plan)
+}
+
+func (b *Book) replan(pod *v1.Pod, key scoring.QueueKey, gen int64, now time.Time, plan Plan) {
+	job := JobOf(pod)
+	nodes, start, next, ok := plan(pod, now)
 	if !ok {
-		if cur != nil && cur.Job == job {
+		b.mu.Lock()
+		held := b.cur != nil && b.cur.Job == job
+		b.mu.Unlock()
+		if held {
 			b.Release("the job no longer fits even once every running job has ended")
 		}
 		return
@@ -360,10 +405,11 @@ func (b *Book) Failed(pod *v1.Pod, plan Plan) {
 	h := &Held{Job: job, Key: key, Start: start, Nodes: nodes, Planned: now,
 		Pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
 	b.mu.Lock()
+	b.planGen, b.planNext = gen, next
 	prev, prevPod := b.cur, b.curPod
 	same := prev != nil && prev.Job == h.Job && prev.Start.Equal(h.Start) && slices.Equal(prev.Nodes, h.Nodes)
 	if same {
-		prev.Planned, prev.Key = now, key
+		b.cur = h
 		b.mu.Unlock()
 		return
 	}

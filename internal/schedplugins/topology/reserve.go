@@ -17,18 +17,19 @@ import (
 // planReservation plans the reservation of pod's job at now
 // (scoring.PlanReservation) over the cycle's snapshot of every node. A
 // running job ends at its last pod's bind (now for a pod assumed and being
-// bound) plus its predicted run time; a gang's members waiting at Permit
-// keep what they hold, as a replay's partly placed gangs do. The job is placed
+// bound) plus its predicted run time; other gangs' members waiting at
+// Permit keep what they hold, as a replay's partly placed gangs do, and the
+// job's own are free for it from now. The job is placed
 // on each trial cluster as the simulator's planner places it: a lone pod
 // on the scorer's best node, a gang of its PodGroup's minMember by
 // scoring.PlaceGang within its required level.
-func (t *Topology) planReservation(state fwk.CycleState, pod *v1.Pod, now time.Time) ([]string, time.Time, bool) {
+func (t *Topology) planReservation(state fwk.CycleState, pod *v1.Pod, now time.Time) (nodes []string, start, next time.Time, ok bool) {
 	if t.handle == nil {
-		return nil, time.Time{}, false
+		return nil, time.Time{}, time.Time{}, false
 	}
 	nis, err := t.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
-		return nil, time.Time{}, false
+		return nil, time.Time{}, time.Time{}, false
 	}
 	type runningJob struct {
 		id     string
@@ -38,27 +39,38 @@ func (t *Topology) planReservation(state fwk.CycleState, pod *v1.Pod, now time.T
 		run    time.Duration
 	}
 	byJob := map[string]*runningJob{}
-	var nodes []*scoring.Node
+	head := reservation.JobOf(pod)
+	var views []*scoring.Node
 	for _, ni := range nis {
 		if ni.Node() == nil {
 			continue
 		}
 		n, held := nodeview.NodeHeld(ni, t.args.Levels)
-		i := len(nodes)
-		nodes = append(nodes, n)
+		i := len(views)
+		views = append(views, n)
 		for _, h := range held {
-			at, bound := t.book.Bound(h.Pod.UID)
-			if !bound {
-				if t.handle.GetWaitingPod(h.Pod.UID) != nil {
-					continue
-				}
-				// Assumed and being bound: it starts now.
-				at = now
-			}
 			id := reservation.JobOf(h.Pod)
+			at, bound := t.book.Bound(h.Pod.UID)
+			run := time.Duration(-1)
+			if !bound {
+				switch {
+				case id == head:
+					// The job's own members waiting at Permit are its own:
+					// free for it from now (scoring.PlanReservation).
+					at, run = now, 0
+				case t.handle.GetWaitingPod(h.Pod.UID) != nil:
+					continue
+				default:
+					// Assumed and being bound: it starts now.
+					at = now
+				}
+			}
 			j := byJob[id]
 			if j == nil {
-				j = &runningJob{id: id, run: t.book.RunTime(h.Pod)}
+				if run < 0 {
+					run = t.book.RunTime(h.Pod)
+				}
+				j = &runningJob{id: id, run: run}
 				byJob[id] = j
 			}
 			j.nodes, j.allocs = append(j.nodes, i), append(j.allocs, h.Alloc)
@@ -74,7 +86,11 @@ func (t *Topology) planReservation(state fwk.CycleState, pod *v1.Pod, now time.T
 	slices.SortFunc(jobs, func(a, b *runningJob) int { return cmp.Compare(a.id, b.id) })
 	running := make([]scoring.Ending, len(jobs))
 	for k, j := range jobs {
-		running[k] = scoring.Ending{Nodes: j.nodes, Allocs: j.allocs, End: j.start.Add(j.run).UnixNano()}
+		end := j.start.Add(j.run)
+		running[k] = scoring.Ending{Nodes: j.nodes, Allocs: j.allocs, End: end.UnixNano()}
+		if end.After(now) && (next.IsZero() || end.Before(next)) {
+			next = end
+		}
 	}
 
 	req := podspec.Request(pod)
@@ -82,22 +98,33 @@ func (t *Topology) planReservation(state fwk.CycleState, pod *v1.Pod, now time.T
 	if _, _, gang := podspec.GangKey(pod); gang && t.mgr != nil {
 		group, err := t.mgr.Group(pod)
 		if err != nil {
-			return nil, time.Time{}, false
+			return nil, time.Time{}, time.Time{}, false
 		}
 		members = group.MinMember
 		level, _ = t.requiredLevel(pod, group.TopologyKey)
 	}
 	_, _, s := t.scorer(state, pod)
 	s.Plan = nil
-	res, ok := scoring.PlanReservation(nodes, running, now.UnixNano(), func(trial []*scoring.Node) []int {
+	res, ok := scoring.PlanReservation(views, running, now.UnixNano(), func(trial []*scoring.Node) []int {
 		return scoring.PlaceTrialJob(trial, req, members, len(t.args.Levels), level, *s)
 	})
 	if !ok {
-		return nil, time.Time{}, false
+		return nil, time.Time{}, time.Time{}, false
 	}
-	names := make([]string, len(res.Nodes))
+	nodes = make([]string, len(res.Nodes))
 	for k, i := range res.Nodes {
-		names[k] = nodes[i].Name
+		nodes[k] = views[i].Name
 	}
-	return names, time.Unix(0, res.Start), true
+	return nodes, time.Unix(0, res.Start), next, true
+}
+
+// generation stands for the state of every node: the scheduler's cache
+// gives each change to a node or its pods a new, higher generation, so the
+// highest changes whenever anything does (a node removed aside).
+func generation(nis []fwk.NodeInfo) int64 {
+	var g int64
+	for _, ni := range nis {
+		g = max(g, ni.GetGeneration())
+	}
+	return g
 }

@@ -227,9 +227,13 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 		state.Write(gpuKey, &cycleGPU{req: facts.Request})
 		skip = nil
 	}
+	var restricted *reservation.Restriction
 	if t.book != nil {
-		if r := t.book.For(pod); r != nil {
-			state.Write(reservedKey, &cycleReserved{r: r})
+		restricted = t.book.For(pod, generation(nodes), func(head *v1.Pod, now time.Time) ([]string, time.Time, time.Time, bool) {
+			return t.planReservation(state, head, now)
+		})
+		if restricted != nil {
+			state.Write(reservedKey, &cycleReserved{r: restricted})
 			skip = nil
 		}
 	}
@@ -253,6 +257,11 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 			return nil, skip
 		}
 		view := t.views.Nodes(nodes)
+		if restricted != nil {
+			// Under a reservation the gang is planned over the nodes open
+			// to it, as a replay places it (scoring.BackfillAdmits).
+			view = slices.DeleteFunc(slices.Clone(view), func(n *scoring.Node) bool { return !restricted.Admits(n.Name) })
+		}
 		if others := t.mgr.OthersReserving(key); len(others) > 0 {
 			// Cached views are shared: set the other gangs aside on copies.
 			view = scoring.CloneNodes(view)
@@ -375,7 +384,15 @@ func (confinedByPreference) Clone() fwk.StateData { return confinedByPreference{
 // schedulable itself.
 func (t *Topology) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	if t.book != nil {
-		t.book.Failed(pod, func(now time.Time) ([]string, time.Time, bool) { return t.planReservation(state, pod, now) })
+		var gen int64
+		if t.handle != nil {
+			if nis, err := t.handle.SnapshotSharedLister().NodeInfos().List(); err == nil {
+				gen = generation(nis)
+			}
+		}
+		t.book.Failed(pod, gen, func(head *v1.Pod, now time.Time) ([]string, time.Time, time.Time, bool) {
+			return t.planReservation(state, head, now)
+		})
 	}
 	key, _, ok := podspec.GangKey(pod)
 	if !ok || t.mgr == nil {

@@ -312,7 +312,8 @@ func newDriver(t testing.TB, sc scenario) *driver {
 		t.Fatal("pod informer did not sync")
 	}
 	d.st.paused.Store(true)
-	// Preemption measures run times on the virtual clock, as the replay does.
+	// Preemption measures run times, and reservations plan, on the virtual
+	// clock, as the replay does.
 	set := schedplugins.NewSetWithClock(func() time.Time { return startEpoch.Add(time.Duration(d.virtual.Load())) })
 	plugins := append(set.Options(), app.WithPlugin(stepperName, d.st.factory))
 	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{Config: schedulerConfig(t, c.Kubeconfig), Plugins: plugins}); err != nil {

@@ -93,3 +93,25 @@ func TestDifferentialShortestService(t *testing.T) {
 			sc.seed, cmp.agree, cmp.pods, cmp.ratio(), minAgreement, sc.seed)
 	}
 }
+
+// TestDifferentialReservation plays the shared-rules workload with
+// reservations on: the head job that cannot start reserves the nodes it
+// takes once the running jobs predicted to end first have ended, and later
+// jobs backfill only where they are predicted to end before then. Run
+// times are predicted from the same published table on both sides, and
+// the live side plans on the driver's virtual clock.
+func TestDifferentialReservation(t *testing.T) {
+	jobs := 60
+	if *diffJobs > 0 {
+		jobs = *diffJobs
+	}
+	sc := generate(*diffSeed, jobs, sharedRulesMix)
+	sc.profile += "reservation: {enabled: true}\n"
+	sc.table = serviceTable()
+	cmp := differential(t, sc)
+	cmp.log(t)
+	if cmp.ratio() < minAgreement {
+		t.Errorf("seed %d: %d of %d pods placed identically (%.4f), below %.2f; rerun with -difftest.seed %d",
+			sc.seed, cmp.agree, cmp.pods, cmp.ratio(), minAgreement, sc.seed)
+	}
+}
