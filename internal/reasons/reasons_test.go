@@ -73,3 +73,33 @@ func TestParseRejects(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	f.Add(Reserved("ml/big-gang"))
+	f.Add(GangIncomplete("ml", "job-a", 3, 4))
+	f.Add(TopologyUnsatisfied(16, "rack", 8))
+	f.Add("reserved for x")
+	f.Fuzz(func(t *testing.T, s string) {
+		p, ok := Parse(s)
+		if !ok {
+			return
+		}
+		// Every recognised reason is one its writer writes.
+		var back string
+		switch {
+		case p.Kind == KindReserved:
+			back = Reserved(p.Namespace + "/" + p.Name)
+		case p.Kind == KindGangIncomplete:
+			back = GangIncomplete(p.Namespace, p.Name, p.Have, p.Want)
+		case p.Kind == KindTopology:
+			back = TopologyUnsatisfied(p.GPUs, p.Level, p.Largest)
+		case p.RunningGangs:
+			back = QueueAtGangLimit(p.Name, p.Limit)
+		default:
+			back = QueueAtLimit(p.Name, p.Limit)
+		}
+		if again, ok := Parse(back); !ok || again != p {
+			t.Errorf("%q parsed to %+v, written back as %q, which reads %+v, %v", s, p, back, again, ok)
+		}
+	})
+}
