@@ -90,7 +90,9 @@ func (p *Parser) Parse(msg string) FailedScheduling {
 		p.unparsed.Inc()
 	}
 	for r := range f.Reasons {
-		if categorize(r) == schedloop.WaitOther {
+		// A node reserved for a job ahead (reasons.Reserved) is schedloop's
+		// own reason with no category of its own: known, though other.
+		if _, own := reasons.Parse(r); !own && categorize(r) == schedloop.WaitOther {
 			p.unknownReasons.Inc()
 		}
 	}

@@ -166,6 +166,7 @@ func TestParserCounters(t *testing.T) {
 	p.Parse("something the scheduler never said")
 	p.Parse("0/3 nodes are available: 3 node(s) were struck by lightning.")
 	p.Parse("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
+	p.Parse("0/3 nodes are available: 1 reserved for ml/big, 2 Insufficient nvidia.com/gpu.")
 	if got := testutil.ToFloat64(p.unparsed); got != 1 {
 		t.Errorf("unparsed = %v, want 1", got)
 	}
