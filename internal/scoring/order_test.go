@@ -125,3 +125,17 @@ func TestPlanReservation(t *testing.T) {
 		t.Error("a job that never fits got a reservation")
 	}
 }
+
+// Jobs stopped at one instant arrive anew just after it, behind a job that
+// arrived at it, in the order they first arrived, whatever their kind.
+func TestRequeue(t *testing.T) {
+	keys := []QueueKey{{Name: "lone", Created: 20}, {Name: "gang", Gang: "gang", Created: 10}}
+	Requeue(100, len(keys), func(i int) *QueueKey { return &keys[i] })
+	if keys[1].Created != 101 || keys[0].Created != 102 {
+		t.Errorf("requeued at %d (gang) and %d (lone), want 101 and 102", keys[1].Created, keys[0].Created)
+	}
+	arrived := QueueKey{Name: "arrived", Created: 100}
+	if CompareQueueKeys(arrived, keys[1]) >= 0 || CompareQueueKeys(keys[1], keys[0]) >= 0 {
+		t.Error("want the job arrived at 100 first, then the gang, then the lone pod")
+	}
+}

@@ -1,6 +1,9 @@
 package scoring
 
-import "cmp"
+import (
+	"cmp"
+	"slices"
+)
 
 // QueueLimit caps what one queue may hold at once, live and in a replay
 // alike. Zero means no limit on that dimension (a queue that may hold no
@@ -68,7 +71,7 @@ type QueueKey struct {
 	// nanoseconds from the trace start, the plugin Unix nanoseconds). A
 	// job stopped by preemption arrives anew: its pods are deleted and
 	// the ones recreated for it are new to the queue, so it waits behind
-	// every job that arrived before it was stopped (Requeued).
+	// every job that arrived before it was stopped (Requeue).
 	Created int64
 	// Name is the job's (a pod's own) name: the last tie-break.
 	Name string
@@ -83,14 +86,28 @@ type QueueKey struct {
 	Attained float64
 }
 
-// Requeued is k for a job stopped by preemption at now and queued again:
-// it arrives just after now, behind every job that arrived by then,
-// including those arriving at now itself, as its recreated pods are
-// first seen by the queue after them. Its starvation bound counts from
-// its new arrival too.
-func (k QueueKey) Requeued(now int64) QueueKey {
-	k.Created = now + 1
-	return k
+// Requeue gives the n jobs stopped by preemption at now, whose keys key
+// returns, their new arrivals: just after now, behind every job that
+// arrived by then (those arriving at now included), as their recreated
+// pods are first seen by the queue after them; among themselves in the
+// order they first arrived, as their pods are recreated. Their starvation
+// bounds count from their new arrivals too. The offsets are nanoseconds,
+// far inside the trace's millisecond arrivals.
+func Requeue(now int64, n int, key func(i int) *QueueKey) {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ka, kb := key(a), key(b)
+		if c := cmp.Compare(ka.Created, kb.Created); c != 0 {
+			return c
+		}
+		return cmp.Compare(ka.Name, kb.Name)
+	})
+	for rank, i := range order {
+		key(i).Created = now + 1 + int64(rank)
+	}
 }
 
 // CompareQueueKeys is negative when a is tried before b: higher priority,

@@ -495,7 +495,9 @@ func (r *replay) schedule(t time.Duration) {
 		keep = append(keep, js)
 		fail(js)
 	}
-	// Preempted jobs were collected in r.pending; they rejoin in order.
+	// Preempted jobs were collected in r.pending; they arrive anew
+	// (scoring.Requeue) and rejoin in order.
+	scoring.Requeue(int64(t), len(r.pending), func(i int) *scoring.QueueKey { return &r.pending[i].key })
 	keep = append(keep, r.pending...)
 	slices.SortStableFunc(keep, r.compare(t))
 	r.pending = keep
@@ -727,7 +729,6 @@ func (r *replay) preempt(js *jobState, t time.Duration) bool {
 		v.epoch++
 		v.preempt++
 		v.tried = -1
-		v.key = v.key.Requeued(int64(t))
 		r.preemptions++
 		r.pending = append(r.pending, v)
 		r.waiting += v.job.DemandMilli()

@@ -16,7 +16,7 @@ import (
 var (
 	diffSeed  = flag.Uint64("difftest.seed", 1, "seed of TestDifferential's workload")
 	diffJobs  = flag.Int("difftest.jobs", 0, "jobs in each differential workload (0: 300 in the full mix, 100 in the shared-rules mix)")
-	diffSeeds = flag.Int("difftest.seeds", 3, "workloads (seeds 1..N) BenchmarkSimLiveAgreement plays")
+	diffSeeds = flag.Int("difftest.seeds", 5, "workloads (seeds 1..N) BenchmarkSimLiveAgreement plays")
 	diffFull  = flag.Bool("difftest.full", false, "TestDifferential plays the full mix (unlabelled nodes, GPU shares, preemption), as make difftest does")
 )
 
@@ -54,7 +54,9 @@ func TestDifferential(t *testing.T) {
 }
 
 // BenchmarkSimLiveAgreement plays the full mix of seeds 1..-difftest.seeds
-// and reports the share of all their pods placed identically.
+// (five by default, where make test plays one seed of the shared-rules
+// mix and make difftest one of the full mix) and reports the share of all
+// their pods placed identically.
 func BenchmarkSimLiveAgreement(b *testing.B) {
 	jobs := 300
 	if *diffJobs > 0 {
