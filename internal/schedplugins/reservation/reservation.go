@@ -201,12 +201,7 @@ func (b *Book) podChanged(obj any, deleted bool) {
 				delete(b.arrived, job)
 			}
 		}
-		if b.cur != nil && b.cur.Job == job {
-			// The job started: its reservation is spent, and the pods it
-			// turned away are tried again.
-			b.clearLocked()
-			woken = b.takeRefusedLocked()
-		}
+		woken = b.startedLocked(job)
 	default:
 		if _, seen := b.arrived[job]; !seen {
 			b.arrived[job] = now
@@ -427,6 +422,32 @@ func (b *Book) replan(pod *v1.Pod, key scoring.QueueKey, gen int64, now time.Tim
 	if activate != nil && len(woken) > 0 {
 		activate.Activate(klog.Background(), woken)
 	}
+}
+
+// Started notes that job's every member is placed (assumed, its binding
+// under way): its reservation is spent from that instant, as a replay's
+// job that starts leaves the pass's later failures to plan the next one,
+// and the pods it turned away are tried again. Waiting for the binds to
+// be seen would leave the started job holding the reservation through the
+// rest of the instant, so the next job that cannot start would not take it.
+func (b *Book) Started(job string) {
+	b.mu.Lock()
+	woken := b.startedLocked(job)
+	activate := b.activate
+	b.mu.Unlock()
+	if activate != nil && len(woken) > 0 {
+		activate.Activate(klog.Background(), woken)
+	}
+}
+
+// startedLocked ends the reservation job holds, if it holds it, and
+// returns the pods to wake.
+func (b *Book) startedLocked(job string) map[string]*v1.Pod {
+	if b.cur == nil || b.cur.Job != job {
+		return nil
+	}
+	b.clearLocked()
+	return b.takeRefusedLocked()
 }
 
 // Release ends the standing reservation, telling its pod why.

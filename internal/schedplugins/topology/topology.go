@@ -160,6 +160,7 @@ var (
 	_ fwk.FilterPlugin      = &Topology{}
 	_ fwk.PreScorePlugin    = &Topology{}
 	_ fwk.ReservePlugin     = &Topology{}
+	_ fwk.PermitPlugin      = &Topology{}
 	_ fwk.PreBindPlugin     = &Topology{}
 	_ fwk.ScorePlugin       = &Topology{}
 	_ fwk.EnqueueExtensions = &Topology{}
@@ -506,6 +507,27 @@ func (t *Topology) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod,
 	pod.Annotations[podspec.AnnotationGPUDevices] = podspec.FormatDevices(devices)
 	state.Write(devicesKey, &cycleDevices{value: pod.Annotations[podspec.AnnotationGPUDevices]})
 	return nil
+}
+
+// Permit tells the reservation book when a job's last member is placed
+// (a lone pod, or the member that completes its gang): the job has started
+// and its reservation is spent (reservation.Book.Started). It never holds
+// a pod; the gang plugin's Permit does.
+func (t *Topology) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
+	if t.book == nil {
+		return nil, 0
+	}
+	if key, _, gang := podspec.GangKey(pod); gang {
+		if t.mgr == nil {
+			return nil, 0
+		}
+		group, err := t.mgr.Group(pod)
+		if err != nil || t.mgr.Count(key).Placed < group.MinMember {
+			return nil, 0
+		}
+	}
+	t.book.Started(reservation.JobOf(pod))
+	return nil, 0
 }
 
 // Unreserve: the assumed pod carrying the record is forgotten.
