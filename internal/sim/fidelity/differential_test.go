@@ -172,6 +172,11 @@ func differential(t testing.TB, sc scenario) *comparison {
 	}
 	t.Logf("jobs preempted: simulator %d, live %d", res.Metrics.Preemptions, livePreempted)
 	cmp.simTook, cmp.liveTook, cmp.steps = simTook, time.Since(began), d.step
+	// Stop this workload's cluster now, not at the test's cleanup: the
+	// benchmark plays several workloads in one test, and the harness runs
+	// one scheduler per process at a time, so the next workload's
+	// scheduler would wait for this one forever.
+	d.c.Stop()
 	if t.Failed() {
 		t.Logf("seed %d: the run failed; rerun with -difftest.seed %d", sc.seed, sc.seed)
 	}
