@@ -176,7 +176,7 @@ func differential(t testing.TB, sc scenario) *comparison {
 	// benchmark plays several workloads in one test, and the harness runs
 	// one scheduler per process at a time, so the next workload's
 	// scheduler would wait for this one forever.
-	d.c.Stop()
+	d.close()
 	if t.Failed() {
 		t.Logf("seed %d: the run failed; rerun with -difftest.seed %d", sc.seed, sc.seed)
 	}

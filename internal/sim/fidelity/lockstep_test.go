@@ -270,12 +270,14 @@ type driver struct {
 	stuck int
 	// virtual is the instant being played, the scheduler's clock.
 	virtual atomic.Int64
+	// close stops the driver's informers, the scheduler and the cluster.
+	close func()
 }
 
 func newDriver(t testing.TB, sc scenario) *driver {
 	t.Helper()
 	c := clusterWithProfile(t, sc.profile, sc.table)
-	ctx := t.Context()
+	ctx, cancel := context.WithCancel(t.Context())
 	// Pods run until the driver deletes them: no run time annotation, so
 	// the harness's clock plays no part.
 	if _, err := c.AddNodes(ctx, sc.inv.Nodes, harness.NodeOptions{NoExporters: true, Heartbeat: time.Minute, Workers: 8}); err != nil {
@@ -307,7 +309,14 @@ func newDriver(t testing.TB, sc scenario) *driver {
 	}
 	d.pods = factory.Core().V1().Pods().Lister()
 	factory.Start(ctx.Done())
-	t.Cleanup(factory.Shutdown)
+	d.close = func() {
+		// Informers and the scheduler first: the apiserver's shutdown
+		// waits for open watches.
+		cancel()
+		factory.Shutdown()
+		c.Stop()
+	}
+	t.Cleanup(d.close)
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		t.Fatal("pod informer did not sync")
 	}
