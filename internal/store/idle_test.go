@@ -114,3 +114,30 @@ func storeWithNode(t *testing.T) *store.Store {
 	}
 	return s
 }
+
+// The scheduler can try a pod before the watcher sees it, so its first
+// attempt's microsecond time can precede the pod's refined creation time;
+// the wait from creation is still that attempt's reason, not "not yet
+// attempted".
+func TestWaitAttemptBeforeRefinedCreation(t *testing.T) {
+	s := storeWithNode(t)
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	at := func(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+	if err := s.UpsertPods(ctx, []schedloop.Pod{{UID: "p", Namespace: "ml", Name: "p", GPUs: 8, Created: at(0.5), Scheduled: at(60), Finished: at(100)}}); err != nil {
+		t.Fatal(err)
+	}
+	attempts := []schedloop.SchedulingAttempt{
+		{Key: "e1/1", PodUID: "p", At: at(0.2), Result: schedloop.AttemptUnschedulable, Category: schedloop.WaitInsufficientGPU},
+		{Key: "e1/2", PodUID: "p", At: at(59.5), Result: schedloop.AttemptUnschedulable, Category: schedloop.WaitInsufficientGPU},
+	}
+	if _, err := s.InsertAttempts(ctx, attempts); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.PodWaitBreakdown(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || math.Abs(got[string(schedloop.WaitInsufficientGPU)]-59.5) > 1e-6 {
+		t.Errorf("breakdown = %v, want all 59.5 s %s", got, schedloop.WaitInsufficientGPU)
+	}
+}
