@@ -45,6 +45,12 @@ func TestDifferential(t *testing.T) {
 		jobs = *diffJobs
 	}
 	sc := generate(*diffSeed, jobs, m)
+	requireAgreement(t, sc)
+}
+
+// requireAgreement plays sc on both sides and fails t below minAgreement.
+func requireAgreement(t *testing.T, sc scenario) {
+	t.Helper()
 	cmp := differential(t, sc)
 	cmp.log(t)
 	if cmp.ratio() < minAgreement {

@@ -86,12 +86,7 @@ func TestDifferentialShortestService(t *testing.T) {
 	sc := generate(*diffSeed, jobs, sharedRulesMix)
 	sc.profile += "order: shortest-service\n"
 	sc.table = serviceTable()
-	cmp := differential(t, sc)
-	cmp.log(t)
-	if cmp.ratio() < minAgreement {
-		t.Errorf("seed %d: %d of %d pods placed identically (%.4f), below %.2f; rerun with -difftest.seed %d",
-			sc.seed, cmp.agree, cmp.pods, cmp.ratio(), minAgreement, sc.seed)
-	}
+	requireAgreement(t, sc)
 }
 
 // TestDifferentialReservation plays the shared-rules workload with
@@ -108,10 +103,5 @@ func TestDifferentialReservation(t *testing.T) {
 	sc := generate(*diffSeed, jobs, sharedRulesMix)
 	sc.profile += "reservation: {enabled: true}\n"
 	sc.table = serviceTable()
-	cmp := differential(t, sc)
-	cmp.log(t)
-	if cmp.ratio() < minAgreement {
-		t.Errorf("seed %d: %d of %d pods placed identically (%.4f), below %.2f; rerun with -difftest.seed %d",
-			sc.seed, cmp.agree, cmp.pods, cmp.ratio(), minAgreement, sc.seed)
-	}
+	requireAgreement(t, sc)
 }
