@@ -73,6 +73,14 @@ type Job struct {
 	// Predicted is the run time the scheduler expects, used when the
 	// replay has no Predictor (zero: nothing is known).
 	Predicted time.Duration
+	// RunningOn, when set, makes this a job a snapshot found running: one
+	// node name per member, where it holds Request from Arrival for
+	// Duration (what remains of its run), placed before anything else
+	// happens, outside queue order and admission, as the live cluster
+	// already placed it. Its Arrival may be no later than the first
+	// arrival of a job that is not running. Nil: the job arrives and
+	// queues.
+	RunningOn []string
 }
 
 // DemandMilli is the milli-GPU the whole job holds while it runs.

@@ -237,6 +237,7 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 		}
 	}
 	states := make([]*jobState, len(jobs))
+	var pinned []*jobState
 	for i := range jobs {
 		j := &jobs[i]
 		if j.Members < 1 {
@@ -251,11 +252,18 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 			qk.Gang = j.Name
 		}
 		js := &jobState{job: j, idx: i, shape: r.p.shape(key), tried: -1, key: qk}
+		states[i] = js
+		if len(j.RunningOn) > 0 {
+			pinned = append(pinned, js)
+			continue
+		}
 		if !r.feasible(j, key) {
 			js.status = never
 		}
-		states[i] = js
 		r.push(event{at: j.Arrival, kind: evArrive, job: js})
+	}
+	if err := r.pin(pinned); err != nil {
+		return Result{}, err
 	}
 	for len(r.events) > 0 {
 		t := r.events[0].at
@@ -266,6 +274,43 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 		r.schedule(t)
 	}
 	return r.result(states), nil
+}
+
+// pin starts the jobs a snapshot found running on the nodes it found them
+// on, before the first arrival, so the replay goes on from that state.
+func (r *replay) pin(jobs []*jobState) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	index := make(map[string]int, len(r.p.nodes))
+	for i, n := range r.p.nodes {
+		index[n.Name] = i
+	}
+	for _, js := range jobs {
+		j := js.job
+		if len(j.RunningOn) != j.Members {
+			return fmt.Errorf("replay: running job %s: %d nodes for %d members", j.Name, len(j.RunningOn), j.Members)
+		}
+		if len(r.events) > 0 && r.events[0].at < j.Arrival {
+			return fmt.Errorf("replay: running job %s: found running at %v, after a job arrives at %v", j.Name, j.Arrival, r.events[0].at)
+		}
+		for m, name := range j.RunningOn {
+			i, ok := index[name]
+			if !ok {
+				return fmt.Errorf("replay: running job %s: member %d on node %q, which the cluster does not have", j.Name, m, name)
+			}
+			a, ok := r.p.placeOn(i, j.Request, uint64(js.idx)*1024+uint64(m))
+			if !ok {
+				return fmt.Errorf("replay: running job %s: member %d does not fit on node %q beside the jobs pinned there before it", j.Name, m, name)
+			}
+			js.allocs, js.nodeIdx = append(js.allocs, a), append(js.nodeIdx, i)
+		}
+		js.predicted = j.Predicted
+		r.waiting += j.DemandMilli() // begin takes it off again
+		r.advance(j.Arrival)
+		r.begin(js, j.Arrival)
+	}
+	return nil
 }
 
 func shapeKey(r scoring.Request) string {
