@@ -81,7 +81,16 @@ type Job struct {
 	// arrival of a job that is not running. Nil: the job arrives and
 	// queues.
 	RunningOn []string
+	// Queued is how long a snapshot's pending job had already waited when
+	// the replay starts: it is ordered, aged against the starvation bound
+	// and considered for a reservation as if submitted that long before
+	// Arrival, yet starts no earlier than Arrival. Zero: submitted at
+	// Arrival.
+	Queued time.Duration
 }
+
+// Submitted is when the job entered the queue, on the replay's clock.
+func (j *Job) Submitted() time.Duration { return j.Arrival - j.Queued }
 
 // DemandMilli is the milli-GPU the whole job holds while it runs.
 func (j Job) DemandMilli() int64 { return int64(j.Members) * j.Request.TotalGPUMilli() }

@@ -247,7 +247,7 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 			return Result{}, fmt.Errorf("replay: job %s: %w", j.Name, err)
 		}
 		key := shapeKey(j.Request)
-		qk := scoring.QueueKey{Priority: j.Priority, Created: int64(j.Arrival), Name: j.Name}
+		qk := scoring.QueueKey{Priority: j.Priority, Created: int64(j.Submitted()), Name: j.Name}
 		if j.Members > 1 {
 			qk.Gang = j.Name
 		}
@@ -489,7 +489,7 @@ func (r *replay) schedule(t time.Duration) {
 			blocked = true
 			return
 		}
-		if !planned && r.cfg.WantsReservation(int64(js.job.Arrival), int64(t)) {
+		if !planned && r.cfg.WantsReservation(int64(js.job.Submitted()), int64(t)) {
 			planned = true
 			if rr, ok := r.planReservation(js, t); ok {
 				res = &rr

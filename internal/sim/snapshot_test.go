@@ -47,3 +47,16 @@ func TestReplayFromSnapshotRefusesInconsistentState(t *testing.T) {
 		})
 	}
 }
+
+// A pending job of a snapshot keeps its place in the queue: one that has
+// waited longer goes first under arrival order, though both enter the
+// replay at the same instant.
+func TestSnapshotPendingJobsKeepTheirQueuePlace(t *testing.T) {
+	bin := Config{Params: scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}}
+	younger := job("a-younger", 0, 10, 1, 8)
+	younger.Queued = sec(5)
+	older := job("b-older", 0, 10, 1, 8)
+	older.Queued = sec(60)
+	jobs := []Job{pinnedOn(job("held", 0, 30, 1, 8), "a"), younger, older}
+	checkStarts(t, cluster(1, 8), jobs, bin, []time.Duration{0, sec(40), sec(30)})
+}
