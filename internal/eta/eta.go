@@ -1,0 +1,309 @@
+package eta
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/sim"
+)
+
+// Job is one job of a snapshot. A running job has RunningOn set (one node
+// per member) and Elapsed, how long it has run; a pending job has Queued,
+// how long it has waited. Predicted is the predictor's whole run time for
+// either (zero: the caller had no prediction, and DefaultRunTime stands
+// in). Arrival is ignored: every job of a snapshot is there at its start.
+type Job struct {
+	sim.Job
+	Elapsed time.Duration
+}
+
+// Running reports whether the snapshot found the job running.
+func (j *Job) Running() bool { return len(j.RunningOn) > 0 }
+
+// Snapshot is the cluster an estimate starts from: its nodes, its jobs and
+// the profile the scheduler applies (Config's Predictor must be nil: the
+// predictions are the jobs' own).
+type Snapshot struct {
+	Cluster *sim.Cluster
+	Jobs    []Job
+	Config  sim.Config
+}
+
+// DefaultRunTime stands in for a job the caller has no prediction for,
+// the predictor's own default for a job with no history.
+const DefaultRunTime = time.Hour
+
+// Options are how an estimate is made.
+type Options struct {
+	// Runs is how many forward replays are drawn; the interval's ends are
+	// quantiles over them. Zero means DefaultRuns.
+	Runs int
+	// Seed makes the draws repeatable: one snapshot, one seed, one answer.
+	Seed uint64
+	// Errors is the predictor's measured error; the zero value is
+	// DefaultErrors.
+	Errors ErrorModel
+	// Workers bounds the replays run at once; zero means GOMAXPROCS.
+	Workers int
+}
+
+// DefaultRuns is enough draws for a p10..p90 interval to move by less
+// than a draw's spacing between seeds (each job's draws are stratified,
+// see draws), and few enough to estimate a 10,000-GPU cluster's pending
+// jobs within a second.
+const DefaultRuns = 10
+
+// MaxRuns bounds Runs: past it the interval no longer narrows, only the
+// cost grows.
+const MaxRuns = 1000
+
+// Validate names the first field out of range.
+func (o Options) Validate() error {
+	switch {
+	case o.Runs < 0 || o.Runs > MaxRuns:
+		return fmt.Errorf("field runs: %d is outside 0..%d", o.Runs, MaxRuns)
+	case o.Workers < 0:
+		return fmt.Errorf("field workers: %d is negative", o.Workers)
+	}
+	return nil
+}
+
+// State is what an estimate found for a pending job.
+type State string
+
+const (
+	// Starts: the job starts in at least half of the runs.
+	Starts State = "starts"
+	// NeverFits: the job is larger than the empty cluster or its queue's
+	// limit; it cannot start whatever else happens (Reason says why).
+	NeverFits State = "never-fits"
+	// NotStarted: in half the runs or more the job did not start once
+	// every other job had run: what it waits for never comes (a
+	// reservation or a limit held by jobs that never end).
+	NotStarted State = "not-started"
+)
+
+// Estimate is one pending job's expected start, measured from the
+// snapshot.
+type Estimate struct {
+	Job   string
+	State State
+	// P10, P50, P90 are quantiles of the start over the runs (zero: it
+	// starts at once). Meaningful when State is Starts; P90 is
+	// math.MaxInt64 when the job did not start in a tenth of the runs.
+	P10, P50, P90 time.Duration
+	// Nodes are the nodes the job takes in the run whose start is the
+	// median.
+	Nodes []string
+	// WaitsFor names the jobs whose ends free the nodes it takes in that
+	// run, running jobs first (empty when it starts at once or takes
+	// nodes nobody released).
+	WaitsFor []string
+	// Reason explains a NeverFits or NotStarted state.
+	Reason string
+}
+
+// Forecast runs the snapshot forward opt.Runs times and returns an
+// estimate for every pending job, in snapshot order.
+func Forecast(ctx context.Context, snap Snapshot, opt Options) ([]Estimate, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, fmt.Errorf("estimate: %w", err)
+	}
+	if snap.Config.Predictor != nil {
+		return nil, fmt.Errorf("estimate: field predictor: a snapshot carries its predictions in its jobs")
+	}
+	runs := cmp.Or(opt.Runs, DefaultRuns)
+	errs := opt.Errors
+	if errs.empty() {
+		errs = DefaultErrors()
+	}
+	base, pending, err := prepare(snap)
+	if err != nil {
+		return nil, err
+	}
+	u := draws(len(snap.Jobs), runs, opt.Seed)
+	results := make([]sim.Result, runs)
+	workers := min(cmp.Or(opt.Workers, runtime.GOMAXPROCS(0)), runs)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jobs := make([]sim.Job, len(base))
+			for r := range next {
+				copy(jobs, base)
+				for i := range jobs {
+					jobs[i].Duration = sampleRunTime(&snap.Jobs[i], errs, u[i*runs+r])
+				}
+				cfg := snap.Config
+				cfg.RecordPlacements = true
+				res, err := sim.Run(snap.Cluster, jobs, cfg)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				results[r] = res
+				mu.Unlock()
+			}
+		}()
+	}
+	for r := 0; r < runs && ctx.Err() == nil; r++ {
+		next <- r
+	}
+	close(next)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("estimate: %w", err)
+	}
+	if firstErr != nil {
+		return nil, fmt.Errorf("estimate: %w", firstErr)
+	}
+	out := make([]Estimate, 0, len(pending))
+	for _, i := range pending {
+		out = append(out, summarise(snap, base, results, i))
+	}
+	return out, nil
+}
+
+// prepare turns the snapshot into the replay's jobs, every one present at
+// instant zero: running ones pinned with what the scheduler predicts of
+// their rest, pending ones queued with the wait they have behind them.
+func prepare(snap Snapshot) ([]sim.Job, []int, error) {
+	if snap.Cluster == nil || len(snap.Cluster.Nodes) == 0 {
+		return nil, nil, fmt.Errorf("estimate: field cluster: the snapshot has no nodes")
+	}
+	base := make([]sim.Job, len(snap.Jobs))
+	var pending []int
+	for i := range snap.Jobs {
+		j := snap.Jobs[i]
+		if j.Elapsed < 0 || j.Queued < 0 || j.Predicted < 0 {
+			return nil, nil, fmt.Errorf("estimate: job %s: elapsed %v, queued %v, predicted %v: none may be negative", j.Name, j.Elapsed, j.Queued, j.Predicted)
+		}
+		sj := j.Job
+		sj.Arrival = 0
+		predicted := cmp.Or(j.Predicted, DefaultRunTime)
+		if j.Running() {
+			// The scheduler predicts an end at start + predicted: a job
+			// past its prediction is expected to end now.
+			sj.Predicted = max(predicted-j.Elapsed, 0)
+			sj.Queued = 0
+		} else {
+			sj.Predicted = predicted
+			pending = append(pending, i)
+		}
+		base[i] = sj
+	}
+	return base, pending, nil
+}
+
+// draws are the uniform variates of each job in each run, stratified: a
+// job's runs take one draw from each of runs equal slices of (0,1), in a
+// seeded order, so even ten runs cover a job's whole run-time
+// distribution instead of clustering by chance.
+func draws(jobs, runs int, seed uint64) []float64 {
+	rng := rand.New(rand.NewPCG(seed, 0x657461)) // "eta"
+	u := make([]float64, jobs*runs)
+	perm := make([]int, runs)
+	for i := 0; i < jobs; i++ {
+		for r := range perm {
+			perm[r] = r
+		}
+		rng.Shuffle(runs, func(a, b int) { perm[a], perm[b] = perm[b], perm[a] })
+		for r := 0; r < runs; r++ {
+			u[i*runs+r] = (float64(perm[r]) + rng.Float64()) / float64(runs)
+		}
+	}
+	return u
+}
+
+// sampleRunTime draws what a job still runs: its prediction scaled by a
+// draw from the predictor's error; for a running job, drawn given that it
+// has already run Elapsed (the error's distribution above Elapsed's
+// ratio), and, past every ratio ever measured, by the rule that a job is
+// as likely to end before as after twice its age.
+func sampleRunTime(j *Job, errs ErrorModel, u float64) time.Duration {
+	predicted := float64(cmp.Or(j.Predicted, DefaultRunTime))
+	if !j.Running() {
+		return time.Duration(math.Max(predicted*errs.Quantile(u), float64(time.Second)))
+	}
+	elapsed := float64(j.Elapsed)
+	lo := errs.CDF(elapsed / predicted)
+	if lo >= 1 {
+		// u/(1-u) has median 1: the rest is as likely shorter as longer
+		// than the age.
+		return time.Duration(math.Max(elapsed*u/(1-u+1e-9), float64(time.Second)))
+	}
+	total := predicted * errs.Quantile(lo+u*(1-lo))
+	return time.Duration(math.Max(total-elapsed, float64(time.Second)))
+}
+
+// summarise reads job i's starts over the runs.
+func summarise(snap Snapshot, base []sim.Job, results []sim.Result, i int) Estimate {
+	j := &snap.Jobs[i]
+	e := Estimate{Job: j.Name}
+	if results[0].Jobs[i].State == sim.Unschedulable {
+		e.State, e.Reason = NeverFits, neverFitsReason(snap, &base[i])
+		return e
+	}
+	type start struct {
+		at  time.Duration
+		run int
+	}
+	starts := make([]start, len(results))
+	for r, res := range results {
+		o := res.Jobs[i]
+		at := time.Duration(math.MaxInt64)
+		if o.State == sim.Done {
+			at = o.Start
+		}
+		starts[r] = start{at, r}
+	}
+	slices.SortFunc(starts, func(a, b start) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.run, b.run)) })
+	q := func(p float64) start { return starts[min(int(p*float64(len(starts))), len(starts)-1)] }
+	e.P10, e.P50, e.P90 = q(0.1).at, q(0.5).at, q(0.9).at
+	if e.P50 == math.MaxInt64 {
+		e.State = NotStarted
+		e.Reason = "in most runs it had not started when every other job had ended: what it waits for never frees"
+		return e
+	}
+	e.State = Starts
+	med := results[q(0.5).run]
+	e.Nodes = med.Jobs[i].Nodes
+	e.WaitsFor = waitsFor(snap, med, i)
+	return e
+}
+
+// waitsFor names the jobs that ended at job i's start on a node it takes:
+// the releases it waited for.
+func waitsFor(snap Snapshot, res sim.Result, i int) []string {
+	o := res.Jobs[i]
+	if o.Start == 0 {
+		return nil
+	}
+	takes := map[string]bool{}
+	for _, n := range o.Nodes {
+		takes[n] = true
+	}
+	var runningJobs, pendingJobs []string
+	for k, ok := range res.Jobs {
+		if k == i || ok.State != sim.Done || ok.End != o.Start || !slices.ContainsFunc(ok.Nodes, func(n string) bool { return takes[n] }) {
+			continue
+		}
+		if snap.Jobs[k].Running() {
+			runningJobs = append(runningJobs, snap.Jobs[k].Name)
+		} else {
+			pendingJobs = append(pendingJobs, snap.Jobs[k].Name)
+		}
+	}
+	return append(runningJobs, pendingJobs...)
+}

@@ -1,0 +1,191 @@
+package eta
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/sim"
+)
+
+func cluster(nodes, gpus int) *sim.Cluster {
+	c := &sim.Cluster{}
+	for i := 0; i < nodes; i++ {
+		c.Nodes = append(c.Nodes, scoring.NewNode(string(rune('a'+i)), "A100", gpus, 0, 0))
+	}
+	return c
+}
+
+var binpack = sim.Config{Params: scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}}
+
+func runningJob(name string, gpus int, predicted, elapsed time.Duration, nodes ...string) Job {
+	return Job{Job: sim.Job{Name: name, Members: len(nodes), Request: scoring.Request{GPUs: gpus}, Predicted: predicted, RunningOn: nodes, Util: 1}, Elapsed: elapsed}
+}
+
+func pendingJob(name string, members, gpus int, predicted, queued time.Duration) Job {
+	return Job{Job: sim.Job{Name: name, Members: members, Request: scoring.Request{GPUs: gpus}, Predicted: predicted, Queued: queued, Util: 1}}
+}
+
+// exact is a predictor that is never wrong.
+func exact(t *testing.T) ErrorModel {
+	t.Helper()
+	d := make([]time.Duration, MinErrorSamples)
+	for i := range d {
+		d[i] = time.Duration(i+1) * time.Minute
+	}
+	m, err := NewErrorModel(d, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestForecastWithAnExactPredictor(t *testing.T) {
+	snap := Snapshot{Cluster: cluster(2, 8), Config: binpack, Jobs: []Job{
+		runningJob("r-a", 8, 100*time.Second, 40*time.Second, "a"),
+		runningJob("r-b", 8, 300*time.Second, 0, "b"),
+		pendingJob("p-first", 1, 8, 50*time.Second, time.Minute),
+		pendingJob("p-gang", 2, 8, 50*time.Second, 0),
+	}}
+	got, err := Forecast(context.Background(), snap, Options{Errors: exact(t), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Estimate{
+		{Job: "p-first", State: Starts, P10: 60 * time.Second, P50: 60 * time.Second, P90: 60 * time.Second, Nodes: []string{"a"}, WaitsFor: []string{"r-a"}},
+		// The gang needs both nodes: b frees at 300 s, a when p-first ends.
+		{Job: "p-gang", State: Starts, P10: 300 * time.Second, P50: 300 * time.Second, P90: 300 * time.Second, Nodes: []string{"a", "b"}, WaitsFor: []string{"r-b"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("forecast:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestForecastSaysWhyAJobNeverFits(t *testing.T) {
+	limited := binpack
+	limited.Queues = map[string]scoring.QueueLimit{"team": {MaxGPUs: 4}}
+	big := pendingJob("big", 1, 16, time.Minute, 0)
+	over := pendingJob("over", 1, 8, time.Minute, 0)
+	over.Queue = "team"
+	got, err := Forecast(context.Background(), Snapshot{Cluster: cluster(2, 8), Config: limited, Jobs: []Job{big, over}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"needs 1 pods of 16 GPUs", "queue team may hold at most 4"} {
+		if got[i].State != NeverFits || !strings.Contains(got[i].Reason, want) {
+			t.Errorf("%s: %s %q, want %s with a reason containing %q", got[i].Job, got[i].State, got[i].Reason, NeverFits, want)
+		}
+	}
+}
+
+func TestForecastIsRepeatable(t *testing.T) {
+	snap := Snapshot{Cluster: cluster(3, 8), Config: binpack}
+	for i := 0; i < 3; i++ {
+		snap.Jobs = append(snap.Jobs, runningJob("r"+string(rune('0'+i)), 8, time.Duration(i+1)*time.Hour, 10*time.Minute, string(rune('a'+i))))
+	}
+	for i := 0; i < 6; i++ {
+		snap.Jobs = append(snap.Jobs, pendingJob("p"+string(rune('0'+i)), 1+i%2, 4*(1+i%2), time.Duration(i+1)*20*time.Minute, 0))
+	}
+	one, err := Forecast(context.Background(), snap, Options{Seed: 7, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := Forecast(context.Background(), snap, Options{Seed: 7, Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(one, many) {
+		t.Errorf("one worker and four disagree:\n%+v\n%+v", one, many)
+	}
+	for _, e := range one {
+		if e.State != Starts || e.P10 > e.P50 || e.P50 > e.P90 {
+			t.Errorf("%+v: want a start with P10 <= P50 <= P90", e)
+		}
+	}
+}
+
+// The interval means what it says: when run times really are the
+// prediction times the modelled error, the actual start falls inside
+// p10..p90 about 80% of the time.
+func TestForecastIntervalIsCalibrated(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	errs := DefaultErrors()
+	inside, trials := 0, 300
+	for k := 0; k < trials; k++ {
+		predicted := time.Duration(10+rng.IntN(100)) * time.Minute
+		elapsed := time.Duration(rng.IntN(10)) * time.Minute
+		// The truth: a whole run drawn from the error, given the job has
+		// already run elapsed.
+		var total time.Duration
+		for total <= elapsed {
+			total = time.Duration(float64(predicted) * math.Exp(rng.NormFloat64()))
+		}
+		actual := total - elapsed
+		snap := Snapshot{Cluster: cluster(1, 8), Config: binpack, Jobs: []Job{
+			runningJob("r", 8, predicted, elapsed, "a"),
+			pendingJob("p", 1, 8, time.Hour, 0),
+		}}
+		got, err := Forecast(context.Background(), snap, Options{Seed: uint64(k), Errors: errs, Runs: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := got[0]; e.P10 <= actual+time.Second && actual <= e.P90+time.Second {
+			inside++
+		}
+	}
+	// Twenty draws' p10..p90 spans 16/20 of them: coverage near 0.8,
+	// within binomial noise of 300 trials.
+	if cov := float64(inside) / float64(trials); cov < 0.7 || cov > 0.9 {
+		t.Errorf("coverage %.2f over %d trials, want 0.7..0.9", cov, trials)
+	}
+}
+
+func TestForecastRefusesBadInput(t *testing.T) {
+	ok := Snapshot{Cluster: cluster(1, 8), Config: binpack}
+	for _, tc := range []struct {
+		name string
+		snap Snapshot
+		opt  Options
+		want string
+	}{
+		{"runs", ok, Options{Runs: -1}, "field runs: -1"},
+		{"too many runs", ok, Options{Runs: MaxRuns + 1}, "field runs"},
+		{"no nodes", Snapshot{Config: binpack}, Options{}, "field cluster"},
+		{"negative wait", Snapshot{Cluster: cluster(1, 8), Config: binpack, Jobs: []Job{pendingJob("p", 1, 1, time.Minute, -time.Second)}}, Options{}, "job p: elapsed 0s, queued -1s"},
+		{"node gone", Snapshot{Cluster: cluster(1, 8), Config: binpack, Jobs: []Job{runningJob("r", 1, time.Minute, 0, "zz")}}, Options{}, `node "zz"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Forecast(context.Background(), tc.snap, tc.opt)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestErrorModelQuantileAndCDFInvert(t *testing.T) {
+	m := DefaultErrors()
+	for _, u := range []float64{0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99} {
+		if got := m.CDF(m.Quantile(u)); math.Abs(got-u) > 1e-9 {
+			t.Errorf("CDF(Quantile(%v)) = %v", u, got)
+		}
+	}
+	if q := m.Quantile(0.5); math.Abs(q-1) > 1e-9 {
+		t.Errorf("default median ratio %v, want 1", q)
+	}
+	if m.CDF(1e9) != 1 || m.CDF(0) != 0 {
+		t.Errorf("CDF outside the ratios: %v, %v", m.CDF(1e9), m.CDF(0))
+	}
+	few, err := NewErrorModel([]time.Duration{time.Minute}, []time.Duration{time.Hour})
+	if err != nil || few.Len() != DefaultErrors().Len() {
+		t.Errorf("one sample: %v, %d ratios; want the default model", err, few.Len())
+	}
+	if _, err := NewErrorModel([]time.Duration{time.Minute}, nil); err == nil {
+		t.Error("mismatched lengths accepted")
+	}
+}
