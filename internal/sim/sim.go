@@ -138,6 +138,9 @@ type jobState struct {
 	evicted int // jobs evicted so that this one could start
 	// predicted is the run time predicted at arrival.
 	predicted time.Duration
+	// limit is the job's queue's limit (Params.Limit), looked up once: a
+	// replay's parameters do not change.
+	limit scoring.QueueLimit
 }
 
 const (
@@ -251,7 +254,7 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 		if j.Members > 1 {
 			qk.Gang = j.Name
 		}
-		js := &jobState{job: j, idx: i, shape: r.p.shape(key), tried: -1, key: qk}
+		js := &jobState{job: j, idx: i, shape: r.p.shape(key), tried: -1, key: qk, limit: cfg.Limit(j.Queue)}
 		states[i] = js
 		if len(j.RunningOn) > 0 {
 			pinned = append(pinned, js)
@@ -501,7 +504,9 @@ func (r *replay) schedule(t time.Duration) {
 	}
 	queue := r.pending
 	r.pending = nil
-	keep := queue[:0:0]
+	// Kept jobs are written over the ones already read: the pass needs no
+	// second slice.
+	keep := queue[:0]
 	for _, js := range queue {
 		if blocked || js.tried == r.gen {
 			keep = append(keep, js)
@@ -543,8 +548,13 @@ func (r *replay) schedule(t time.Duration) {
 	// Preempted jobs were collected in r.pending; they arrive anew
 	// (scoring.Requeue) and rejoin in order.
 	scoring.Requeue(int64(t), len(r.pending), func(i int) *scoring.QueueKey { return &r.pending[i].key })
-	keep = append(keep, r.pending...)
-	slices.SortStableFunc(keep, r.compare(t))
+	if len(r.pending) > 0 {
+		// What was kept is in the order of the pass (sorted at its start
+		// when the order moves with time), so only requeued jobs need
+		// placing.
+		keep = append(keep, r.pending...)
+		slices.SortStableFunc(keep, r.compare(t))
+	}
 	r.pending = keep
 }
 
@@ -638,7 +648,9 @@ func (m *shapeMemo) gangFailed(gen int64, shape, members int) bool {
 // try attempts to start js now; it reports whether js left the queue.
 func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 	j := js.job
-	if js.status == waiting && !scoring.QueueAdmits(r.cfg.Limit(j.Queue), r.usage[j.Queue], j.DemandMilli(), j.Members > 1) {
+	// A queue without a limit admits everything (scoring.QueueCheck): the
+	// usage lookup is skipped, the costliest step of a failed attempt.
+	if js.status == waiting && js.limit != (scoring.QueueLimit{}) && !scoring.QueueAdmits(js.limit, r.usage[j.Queue], j.DemandMilli(), j.Members > 1) {
 		return false
 	}
 	pod := uint64(js.idx)
@@ -681,7 +693,7 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 	// A gang starts reserving only when its members fit once the gangs
 	// already reserving are given theirs (scoring.GangFit, the live
 	// admission rule), so a gang that cannot fit holds nothing.
-	if scoring.GangFit(r.p.nodes, r.reservingDemands(), j.Request, j.Members) < j.Members {
+	if r.p.cannotFit(j.Request, j.Members) || scoring.GangFit(r.p.nodes, r.reservingDemands(), j.Request, j.Members) < j.Members {
 		return false
 	}
 	allocs, idx = r.p.placePartial(j.Request, js.shape, j.Members, pod)

@@ -2,8 +2,8 @@ package sim
 
 import (
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/schedloop/schedloop/internal/scoring"
 )
