@@ -111,21 +111,58 @@ func explainProfile(p schedloop.Profile, w io.Writer) error {
 	if err := r.Explain(w); err != nil {
 		return err
 	}
+	writeStoredPrediction(w, p)
 	if len(p.Measured) == 0 {
 		fmt.Fprintln(w, "\nmeasured: nothing yet")
 		return nil
 	}
 	fmt.Fprintln(w, "\npredicted (held-out replay) vs measured (cluster):")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  metric\tpredicted\tmeasured\tmeasured before")
+	fmt.Fprintln(tw, "  metric\tpredicted\tpredicted whole window\tmeasured\tmeasured before")
+	for _, k := range metricKeys() {
+		fmt.Fprintf(tw, "  %s\t%.4g\t%s\t%.4g\t%.4g\n", k, p.Predicted[k], storedFigure(p.Predicted, tuner.WindowPrefix+k), p.Measured[k], p.Measured["before_"+k])
+	}
+	fmt.Fprintf(tw, "  regression\t\t\t%+.1f%%\t\n", 100*p.Measured["regression"])
+	return tw.Flush()
+}
+
+// metricKeys are the metric names in the order explain prints them.
+func metricKeys() []string {
 	var keys []string
 	for _, m := range tuner.Metrics {
 		keys = append(keys, string(m))
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(tw, "  %s\t%.4g\t%.4g\t%.4g\n", k, p.Predicted[k], p.Measured[k], p.Measured["before_"+k])
+	return keys
+}
+
+// writeStoredPrediction prints the figures stored with the profile as its
+// prediction: the held-out replays' and the whole window's (window_*, the
+// recorded jobs replayed as recorded with the published predictor table,
+// what a replay of the same window is compared with), each beside the
+// current profile's. A profile stored before the whole-window figures were
+// kept shows "n/a" for them.
+func writeStoredPrediction(w io.Writer, p schedloop.Profile) {
+	if len(p.Predicted) == 0 {
+		return
 	}
-	fmt.Fprintf(tw, "  regression\t\t%+.1f%%\t\n", 100*p.Measured["regression"])
-	return tw.Flush()
+	fmt.Fprintln(w, "\nstored prediction (current -> proposed):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  metric\theld-out days\twhole window")
+	pair := func(prefix, k string) string {
+		return storedFigure(p.Predicted, prefix+"baseline_"+k) + " -> " + storedFigure(p.Predicted, prefix+k)
+	}
+	for _, k := range metricKeys() {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", k, pair("", k), pair(tuner.WindowPrefix, k))
+	}
+	tw.Flush()
+}
+
+// storedFigure prints one stored figure, "n/a" when it is absent.
+func storedFigure(m map[string]float64, key string) string {
+	v, ok := m[key]
+	if !ok {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.4g", v)
 }

@@ -73,6 +73,12 @@ func TestImportRunExplain(t *testing.T) {
 	if !strings.Contains(out.String(), "status: ") || !strings.Contains(out.String(), "objective gain") {
 		t.Errorf("explain printed:\n%s", out.String())
 	}
+	// The whole window's stored figures are printed beside the held-out
+	// ones: a mean JCT line of the stored prediction with no figure missing.
+	_, stored, _ := strings.Cut(out.String(), "stored prediction (current -> proposed):")
+	if line := lineWith(stored, "mean_jct_s"); line == "" || strings.Contains(line, "n/a") || strings.Count(line, "->") != 2 {
+		t.Errorf("explain's stored prediction lacks the held-out and whole-window mean JCT:\n%s", out.String())
+	}
 	var fromFile strings.Builder
 	if err := run(ctx, []string{"explain", "-report", report}, getenv, &fromFile, io.Discard); err != nil {
 		t.Fatal(err)
@@ -147,4 +153,14 @@ func TestRunThenVerify(t *testing.T) {
 	if !strings.Contains(out.String(), "verdict: differs") || !strings.Contains(out.String(), "DIFFERS") {
 		t.Errorf("verify printed:\n%s", out.String())
 	}
+}
+
+// lineWith is the first line of s containing sub ("" when none does).
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
 }
