@@ -102,6 +102,10 @@ type machine struct {
 	// accounting as the simulator keeps it; only its devices are used.
 	gpus *scoring.Node
 	uuid []string
+	// mig are the instances serving the node's MIG resources, on the
+	// partitioned GPUs partUUID names (mig.go).
+	mig      []migInstance
+	partUUID []string
 }
 
 // podRun is what the runner knows of a pod it admitted.
@@ -109,6 +113,7 @@ type podRun struct {
 	uid       types.UID
 	node      string
 	alloc     scoring.Allocation // the devices and share the pod holds
+	mig       []int              // the MIG instances it holds, into machine.mig
 	container string
 	util, mem float64
 	started   time.Time
@@ -146,6 +151,10 @@ func (c *Cluster) AddNodes(ctx context.Context, nodes []trace.Node, opts NodeOpt
 		m := &machine{spec: spec, gpus: scoring.NewNode(spec.Name, spec.GPUModel, spec.GPUs, 0, 0), uuid: make([]string, spec.GPUs)}
 		for i := range m.uuid {
 			m.uuid[i] = "GPU-" + uuid.NewSHA1(uuid.NameSpaceOID, []byte(spec.Name+"/"+strconv.Itoa(i))).String()
+		}
+		var err error
+		if m.mig, m.partUUID, err = partitionMIG(spec); err != nil {
+			return nil, err
 		}
 		n.machines[spec.Name] = m
 	}
@@ -241,7 +250,7 @@ func (n *Nodes) GPUs(node string) []exporter.GPU {
 			g.MemFraction = min(g.MemFraction+r.mem*share, 1)
 		}
 	}
-	return out
+	return append(out, n.migGPUs(m)...)
 }
 
 // modelName undoes GPU feature discovery's label form (spaces become dashes)
@@ -486,6 +495,11 @@ func (n *Nodes) admit(ctx context.Context, key string, pod *corev1.Pod) error {
 		msg := fmt.Sprintf("Allocate failed: devices %v cannot serve %d GPUs (%d milli-GPU each): %v", devices, want.GPUs, want.TotalGPUMilli()/int64(want.GPUs), err)
 		return n.patchStatus(ctx, pod, failedStatus(pod, now, "UnexpectedAdmissionError", msg))
 	}
+	if r.mig, err = m.takeMIG(key, pod); err != nil {
+		m.gpus.Release(alloc)
+		n.mu.Unlock()
+		return n.patchStatus(ctx, pod, failedStatus(pod, now, "UnexpectedAdmissionError", "Allocate failed: "+err.Error()))
+	}
 	r.alloc = alloc
 	n.runs[key] = r
 	n.podIP++
@@ -527,6 +541,7 @@ func (n *Nodes) release(key string) {
 	delete(n.runs, key)
 	if m := n.machines[r.node]; m != nil {
 		m.gpus.Release(r.alloc)
+		m.releaseMIG(r.mig)
 	}
 }
 

@@ -114,9 +114,16 @@ func (s *Store) DeriveJobs(ctx context.Context, jobUIDs []string) error {
 	return nil
 }
 
-// PodGPU is one GPU a pod held, with its activity while the pod held it.
+// PodGPU is one GPU, or one MIG instance of a GPU, a pod held, with its
+// activity while the pod held it.
 type PodGPU struct {
-	GPUUUID              string
+	GPUUUID string
+	// GPUInstance and GPUInstanceProfile name the MIG instance held, ""
+	// for a whole GPU; ComputeShare is its share of the GPU's compute, 1
+	// for a whole GPU.
+	GPUInstance          string
+	GPUInstanceProfile   string
+	ComputeShare         float64
 	Node                 string
 	Minutes              int
 	GrEngineActiveAvg    float64
@@ -124,18 +131,19 @@ type PodGPU struct {
 	FirstMinute, LastMin time.Time
 }
 
-// PodGPUs lists the GPUs a pod was seen holding in the per-minute rollup,
-// with their activity over those minutes.
+// PodGPUs lists the GPUs and MIG instances a pod was seen holding in the
+// per-minute rollup, with their activity over those minutes.
 func (s *Store) PodGPUs(ctx context.Context, podUID string) ([]PodGPU, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT gpu_uuid, node, minutes, gr_engine_active_avg, gpu_util_avg, first_minute, last_minute
-		FROM pod_gpu_activity WHERE pod_uid = $1 ORDER BY gpu_uuid`, podUID)
+		SELECT gpu_uuid, gpu_instance, gpu_instance_profile, compute_share, node, minutes,
+		       gr_engine_active_avg, gpu_util_avg, first_minute, last_minute
+		FROM pod_gpu_activity WHERE pod_uid = $1 ORDER BY gpu_uuid, gpu_instance`, podUID)
 	if err != nil {
 		return nil, fmt.Errorf("read GPUs of pod %s: %w", podUID, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PodGPU, error) {
 		var g PodGPU
-		return g, r.Scan(&g.GPUUUID, &g.Node, &g.Minutes, &g.GrEngineActiveAvg, &g.GPUUtilAvg, &g.FirstMinute, &g.LastMin)
+		return g, r.Scan(&g.GPUUUID, &g.GPUInstance, &g.GPUInstanceProfile, &g.ComputeShare, &g.Node, &g.Minutes, &g.GrEngineActiveAvg, &g.GPUUtilAvg, &g.FirstMinute, &g.LastMin)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read GPUs of pod %s: %w", podUID, err)

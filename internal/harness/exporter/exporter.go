@@ -28,6 +28,11 @@ type GPU struct {
 	UUID      string
 	Model     string // modelName label, e.g. "NVIDIA H100 80GB HBM3"
 	MemoryMiB int64  // framebuffer size
+	// Instance and Profile name a MIG instance of the GPU UUID (GPU_I_ID,
+	// GPU_I_PROFILE), "" for the whole GPU. dcgm-exporter prints a
+	// partitioned GPU's instances under the GPU's UUID and index, beside
+	// the whole GPU's own series; MemoryMiB is then the instance's part.
+	Instance, Profile string
 	// The pod holding the GPU; empty when the GPU is free.
 	Pod, Namespace, Container string
 	Util                      float64 // 0..1 while held; free GPUs are idle
@@ -135,7 +140,7 @@ type Exporter struct {
 	counters       []string
 
 	mu     sync.Mutex
-	energy map[string]float64 // mJ per GPU UUID
+	energy map[string]float64 // mJ per energyKey
 	last   time.Time
 
 	srv *http.Server
@@ -208,7 +213,7 @@ func (e *Exporter) Write(w io.Writer) error {
 		}
 		mf := &dto.MetricFamily{Name: proto.String(f.name), Help: proto.String(f.help), Type: f.typ.Enum()}
 		for _, g := range gpus {
-			v := f.value(g, energy[g.UUID])
+			v := f.value(g, energy[energyKey(g)])
 			m := &dto.Metric{Label: e.labels(g)}
 			if f.typ == dto.MetricType_COUNTER {
 				m.Counter = &dto.Counter{Value: proto.Float64(v)}
@@ -234,13 +239,19 @@ func (e *Exporter) labels(g GPU) []*dto.LabelPair {
 		lp("device", fmt.Sprintf("nvidia%d", g.Index)),
 		lp("modelName", g.Model),
 		lp("Hostname", e.hostname),
-		lp("DCGM_FI_DRIVER_VERSION", driverVersion),
 	}
+	if g.Instance != "" {
+		ls = append(ls, lp("GPU_I_PROFILE", g.Profile), lp("GPU_I_ID", g.Instance))
+	}
+	ls = append(ls, lp("DCGM_FI_DRIVER_VERSION", driverVersion))
 	if g.Pod != "" {
 		ls = append(ls, lp("container", g.Container), lp("namespace", g.Namespace), lp("pod", g.Pod))
 	}
 	return ls
 }
+
+// energyKey tells a GPU's instances apart from it and from each other.
+func energyKey(g GPU) string { return g.UUID + "/" + g.Instance }
 
 // accumulate integrates power into each GPU's energy counter up to now.
 func (e *Exporter) accumulate(gpus []GPU) map[string]float64 {
@@ -254,8 +265,9 @@ func (e *Exporter) accumulate(gpus []GPU) map[string]float64 {
 	e.last = now
 	out := make(map[string]float64, len(gpus))
 	for _, g := range gpus {
-		e.energy[g.UUID] += watts(g) * dt * 1000
-		out[g.UUID] = e.energy[g.UUID]
+		k := energyKey(g)
+		e.energy[k] += watts(g) * dt * 1000
+		out[k] = e.energy[k]
 	}
 	return out
 }

@@ -109,3 +109,28 @@ func TestWithCountersPrintsOnlyThoseFamilies(t *testing.T) {
 		t.Errorf("page has families %v, want DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED with 8 GPUs each", slices.Sorted(maps.Keys(fams)))
 	}
 }
+
+// A partitioned GPU's instances are printed as dcgm-exporter prints them:
+// under the GPU's UUID and index, told apart by GPU_I_PROFILE and GPU_I_ID
+// (placed after Hostname, as in NVIDIA's example output), each with the pod
+// that holds it; the collector's parser reads one sample per instance.
+func TestMIGInstancesCarryTheirLabels(t *testing.T) {
+	src := fixedSource{
+		{Index: 0, UUID: "GPU-0000", Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, Util: 0.45},
+		{Index: 0, UUID: "GPU-0000", Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 40960, Instance: "1", Profile: "3g.40gb",
+			Pod: "small-0", Namespace: "ml", Container: "worker", Util: 0.9, MemFraction: 0.5},
+		{Index: 0, UUID: "GPU-0000", Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 40960, Instance: "2", Profile: "3g.40gb"},
+	}
+	var page bytes.Buffer
+	if err := New("mig-node", src).WithCounters("DCGM_FI_PROF_GR_ENGINE_ACTIVE").Write(&page); err != nil {
+		t.Fatal(err)
+	}
+	want := `DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-0000",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",Hostname="mig-node",GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",DCGM_FI_DRIVER_VERSION="` +
+		driverVersion + `",container="worker",namespace="ml",pod="small-0"} 0.9`
+	if !strings.Contains(page.String(), want+"\n") {
+		t.Errorf("page lacks the held instance's line\n%s\npage:\n%s", want, page.String())
+	}
+	if n := strings.Count(page.String(), `GPU_I_ID=`); n != 2 {
+		t.Errorf("%d series carry GPU_I_ID, want 2 (the whole GPU carries none):\n%s", n, page.String())
+	}
+}
