@@ -128,7 +128,9 @@ func Forecast(ctx context.Context, snap Snapshot, opt Options) ([]Estimate, erro
 	if err != nil {
 		return nil, err
 	}
-	u := draws(len(snap.Jobs), runs, opt.Seed)
+	// One more row of draws: each run's shared factor (ErrorModel.Shift).
+	u := draws(len(snap.Jobs)+1, runs, opt.Seed)
+	shared := u[len(snap.Jobs)*runs:]
 	results := make([]sim.Result, runs)
 	workers := min(cmp.Or(opt.Workers, runtime.GOMAXPROCS(0)), runs)
 	next := make(chan int)
@@ -143,7 +145,7 @@ func Forecast(ctx context.Context, snap Snapshot, opt Options) ([]Estimate, erro
 			for r := range next {
 				copy(jobs, base)
 				for i := range jobs {
-					jobs[i].Duration = sampleRunTime(&snap.Jobs[i], errs, u[i*runs+r])
+					jobs[i].Duration = sampleRunTime(&snap.Jobs[i], errs, errs.sharedFactor(shared[r]), u[i*runs+r])
 				}
 				cfg := snap.Config
 				cfg.RecordPlacements = true
@@ -226,13 +228,14 @@ func draws(jobs, runs int, seed uint64) []float64 {
 	return u
 }
 
-// sampleRunTime draws what a job still runs: its prediction scaled by a
-// draw from the predictor's error; for a running job, drawn given that it
+// sampleRunTime draws what a job still runs: its prediction scaled by the
+// run's shared factor and a draw from the predictor's error; for a running
+// job, drawn given that it
 // has already run Elapsed (the error's distribution above Elapsed's
 // ratio), and, past every ratio ever measured, by the rule that a job is
 // as likely to end before as after twice its age.
-func sampleRunTime(j *Job, errs ErrorModel, u float64) time.Duration {
-	predicted := float64(cmp.Or(j.Predicted, DefaultRunTime))
+func sampleRunTime(j *Job, errs ErrorModel, factor, u float64) time.Duration {
+	predicted := float64(cmp.Or(j.Predicted, DefaultRunTime)) * factor
 	if !j.Running() {
 		return time.Duration(math.Max(predicted*errs.Quantile(u), float64(time.Second)))
 	}

@@ -34,15 +34,12 @@ func pendingJob(name string, members, gpus int, predicted, queued time.Duration)
 // exact is a predictor that is never wrong.
 func exact(t *testing.T) ErrorModel {
 	t.Helper()
-	d := make([]time.Duration, MinErrorSamples)
-	for i := range d {
-		d[i] = time.Duration(i+1) * time.Minute
+	obs := make([]Observation, MinErrorSamples)
+	for i := range obs {
+		d := time.Duration(i+1) * time.Minute
+		obs[i] = Observation{Predicted: d, Ran: d, Finished: true}
 	}
-	m, err := NewErrorModel(d, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return NewErrorModel(obs)
 }
 
 func TestForecastWithAnExactPredictor(t *testing.T) {
@@ -178,14 +175,37 @@ func TestErrorModelQuantileAndCDFInvert(t *testing.T) {
 	if q := m.Quantile(0.5); math.Abs(q-1) > 1e-9 {
 		t.Errorf("default median ratio %v, want 1", q)
 	}
-	if m.CDF(1e9) != 1 || m.CDF(0) != 0 {
+	if m.CDF(1e9) < 1-1e-9 || m.CDF(0) != 0 {
 		t.Errorf("CDF outside the ratios: %v, %v", m.CDF(1e9), m.CDF(0))
 	}
-	few, err := NewErrorModel([]time.Duration{time.Minute}, []time.Duration{time.Hour})
-	if err != nil || few.Len() != DefaultErrors().Len() {
-		t.Errorf("one sample: %v, %d ratios; want the default model", err, few.Len())
+	few := NewErrorModel([]Observation{{Predicted: time.Minute, Ran: time.Hour, Finished: true}})
+	if few.Len() != DefaultErrors().Len() {
+		t.Errorf("one sample: %d ratios; want the default model", few.Len())
 	}
-	if _, err := NewErrorModel([]time.Duration{time.Minute}, nil); err == nil {
-		t.Error("mismatched lengths accepted")
+}
+
+// Jobs still running count: twenty jobs that ended at their prediction and
+// twenty still running at twice theirs make half the ratios "beyond 2",
+// not all of them 1.
+func TestErrorModelCountsRunningJobs(t *testing.T) {
+	var obs []Observation
+	for i := 0; i < 20; i++ {
+		obs = append(obs, Observation{Predicted: time.Hour, Ran: time.Hour, Finished: true},
+			Observation{Predicted: time.Hour, Ran: 2 * time.Hour})
+	}
+	m := NewErrorModel(obs)
+	if got := m.CDF(1); math.Abs(got-0.5) > 1e-9 {
+		t.Errorf("share at or below ratio 1: %v, want 0.5", got)
+	}
+	if got := m.CDF(2); got != 0.5 {
+		t.Errorf("share at or below ratio 2: %v, want 0.5 (the running jobs are beyond)", got)
+	}
+	if q := m.Quantile(0.75); q <= 1 {
+		t.Errorf("ratio at 0.75: %v, want past 1: a quarter of the jobs are still running", q)
+	}
+	for _, u := range []float64{0.6, 0.75, 0.9, 0.99} {
+		if got := m.CDF(m.Quantile(u)); math.Abs(got-u) > 1e-9 {
+			t.Errorf("tail: CDF(Quantile(%v)) = %v", u, got)
+		}
 	}
 }

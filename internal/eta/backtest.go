@@ -1,0 +1,166 @@
+package eta
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/schedloop/schedloop/internal/sim"
+)
+
+// BacktestOptions say which submissions a backtest asks about.
+type BacktestOptions struct {
+	// MinWait keeps only jobs that waited longer than this in the replay:
+	// a job that starts at once is easy to predict and would flatter the
+	// error. Zero means DefaultMinWait.
+	MinWait time.Duration
+	// Samples caps the submissions asked about, drawn with Seed from the
+	// jobs that waited long enough; zero asks about all of them.
+	Samples int
+	Seed    uint64
+	// Forecast are the estimate's options (Seed is set per submission).
+	Forecast Options
+}
+
+// DefaultMinWait: waits shorter than ten minutes are not what anyone asks
+// "when will it start?" about.
+const DefaultMinWait = 10 * time.Minute
+
+// Point is one submission asked about: the estimate and the actual start,
+// both measured from the submission.
+type Point struct {
+	Job           string
+	Actual        time.Duration
+	P10, P50, P90 time.Duration
+	State         State
+}
+
+// AbsErrorPct is the median estimate's error relative to the actual wait.
+func (p Point) AbsErrorPct() float64 {
+	if p.State != Starts {
+		return math.Inf(1)
+	}
+	return 100 * math.Abs(float64(p.P50-p.Actual)) / float64(p.Actual)
+}
+
+// Covered reports whether the actual start lies in the p10..p90 interval.
+func (p Point) Covered() bool {
+	return p.State == Starts && p.P10 <= p.Actual && p.Actual <= p.P90
+}
+
+// Backtest replays jobs on c under cfg (the truth), then, at each chosen
+// job's submission, builds the snapshot a live cluster would have shown at
+// that instant and asks Forecast when the job starts, knowing only what was
+// known then: the jobs running (where the replay placed them and for how
+// long they had run), the jobs waiting, each job's run time as cfg's
+// predictor predicted it at its arrival, and the predictor's error measured
+// on the jobs finished before. Jobs submitted later are not in the
+// snapshot, as they are not in a live one. cfg.RecordPlacements is set.
+func Backtest(ctx context.Context, c *sim.Cluster, jobs []sim.Job, cfg sim.Config, opt BacktestOptions) ([]Point, error) {
+	cfg.RecordPlacements = true
+	truth, err := sim.Run(c, jobs, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("backtest: %w", err)
+	}
+	minWait := cmp.Or(opt.MinWait, DefaultMinWait)
+	var asked []int
+	for i, o := range truth.Jobs {
+		if o.State == sim.Done && o.Preemptions == 0 && o.Start-jobs[i].Arrival > minWait {
+			asked = append(asked, i)
+		}
+	}
+	if opt.Samples > 0 && len(asked) > opt.Samples {
+		rng := rand.New(rand.NewPCG(opt.Seed, 0x6261636b)) // "back"
+		rng.Shuffle(len(asked), func(a, b int) { asked[a], asked[b] = asked[b], asked[a] })
+		asked = asked[:opt.Samples]
+		slices.Sort(asked)
+	}
+	snapCfg := cfg
+	snapCfg.Predictor, snapCfg.RecordPlacements = nil, false
+	points := make([]Point, 0, len(asked))
+	for _, k := range asked {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("backtest: %w", err)
+		}
+		at := jobs[k].Arrival
+		snap, errs, self := snapshotAt(c, jobs, truth, snapCfg, at, k)
+		fo := opt.Forecast
+		fo.Seed = opt.Seed ^ uint64(k)
+		fo.Errors = errs
+		est, err := Forecast(ctx, snap, fo)
+		if err != nil {
+			return nil, fmt.Errorf("backtest: job %s at %v: %w", jobs[k].Name, at, err)
+		}
+		e := est[self]
+		points = append(points, Point{Job: jobs[k].Name, Actual: truth.Jobs[k].Start - at, P10: e.P10, P50: e.P50, P90: e.P90, State: e.State})
+	}
+	return points, nil
+}
+
+// snapshotAt is what a live cluster showed at instant at, just after job k
+// was submitted; self is k's index among the snapshot's pending jobs.
+func snapshotAt(c *sim.Cluster, jobs []sim.Job, truth sim.Result, cfg sim.Config, at time.Duration, k int) (Snapshot, ErrorModel, int) {
+	snap := Snapshot{Cluster: c, Config: cfg}
+	var obs []Observation
+	self := -1
+	pending := 0
+	for i, o := range truth.Jobs {
+		j := jobs[i]
+		switch {
+		case o.State == sim.Done && o.End <= at:
+			obs = append(obs, Observation{Predicted: o.Predicted, Ran: o.End - o.Start, Finished: true})
+		case o.State == sim.Done && o.Start < at:
+			sj := j
+			sj.RunningOn, sj.Predicted, sj.Queued = o.Nodes, o.Predicted, 0
+			snap.Jobs = append(snap.Jobs, Job{Job: sj, Elapsed: at - o.Start})
+			obs = append(obs, Observation{Predicted: o.Predicted, Ran: at - o.Start})
+		case o.State != sim.Unschedulable && (j.Arrival < at || j.Arrival == at && i <= k):
+			sj := j
+			sj.RunningOn, sj.Predicted, sj.Queued = nil, o.Predicted, at-j.Arrival
+			if i == k {
+				self = pending
+			}
+			snap.Jobs = append(snap.Jobs, Job{Job: sj})
+			pending++
+		}
+	}
+	return snap, NewErrorModel(obs), self
+}
+
+// Summary is a backtest's headline: the median absolute error of the
+// median estimate, in percent of the actual wait, and the share of actual
+// starts inside the p10..p90 interval.
+type Summary struct {
+	Points            int
+	MedianAbsErrorPct float64
+	IntervalCoverage  float64
+}
+
+// Summarise reads the headline from points.
+func Summarise(points []Point) Summary {
+	s := Summary{Points: len(points)}
+	if len(points) == 0 {
+		return s
+	}
+	errs := make([]float64, len(points))
+	covered := 0
+	for i, p := range points {
+		errs[i] = p.AbsErrorPct()
+		if p.Covered() {
+			covered++
+		}
+	}
+	slices.Sort(errs)
+	n := len(errs)
+	if n%2 == 1 {
+		s.MedianAbsErrorPct = errs[n/2]
+	} else {
+		s.MedianAbsErrorPct = (errs[n/2-1] + errs[n/2]) / 2
+	}
+	s.IntervalCoverage = float64(covered) / float64(n)
+	return s
+}
