@@ -45,6 +45,7 @@ bench: postgres ## run the benchmarks and print each headline figure as `BENCH <
 	$(GO) test -run '^$$' -bench '^BenchmarkCollectorCoresPer100kGPUs$$' -benchtime 1x -count 3 ./internal/collector/ | $(GO) run ./scripts/benchreport
 	$(MAKE) --no-print-directory bench-hostile
 	$(GO) test -run '^$$' -bench '^(BenchmarkOpenbReplay|BenchmarkCandidates)$$' -benchtime 3x -count 5 ./internal/sim/ ./internal/tuner/ | $(GO) run ./scripts/benchreport
+	$(GO) test -run '^$$' -bench '^BenchmarkForecastAllPending$$' -benchtime 1x -count 5 ./internal/eta/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkDashboardAPI$$' -benchtime 1x -count 3 ./internal/api/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkAPIStorm$$' -benchtime 1x -count 1 -timeout 30m ./internal/api/ | $(GO) run ./scripts/benchreport
 	$(GO) test -run '^$$' -bench '^BenchmarkSchedulerThroughput$$' -benchtime 1x -timeout 30m ./internal/schedplugins/bench/ -args -sched.nodes 1000 -sched.pods 10000 | $(GO) run ./scripts/benchreport
@@ -73,9 +74,10 @@ TRACES ?= ../shared/traces
 fgd-table: ## the FGD paper's allocation experiment on every openb pod list, beside the artifact's results, with a verdict per list
 	$(GO) run ./cmd/tuner fgd-table -trace-dir $(TRACES)/alibaba-gpu-2023 -expected $(TRACES)/fgd-expected-results -traces all -seeds 42-51
 
-eval: ## the Helios queueing experiment on Philly (needs ../shared/traces): FIFO, SJF, schedloop default and tuned, beside the published figures
+eval: ## the Helios queueing experiment on Philly (needs ../shared/traces): FIFO, SJF, schedloop default and tuned, beside the published figures; the wait estimates backtested on its window
 	$(GO) run ./cmd/tuner helios-table -trace-dir $(TRACES) -bench
 	$(GO) run ./cmd/tuner helios-table -trace-dir $(TRACES) -load 3 -policies fifo,sjf,default,tuned,hp
+	$(GO) run ./cmd/tuner eta-backtest -trace-dir $(TRACES) -bench
 
 fuzz: ## run each fuzz target for FUZZTIME
 	@for pkg in $$($(GO) list ./...); do \

@@ -45,34 +45,7 @@ func runHeliosTable(ctx context.Context, args []string, _ func(string) string, s
 	if *workers < 0 {
 		return fmt.Errorf("flag -workers: %d is negative", *workers)
 	}
-	jobsPath := filepath.Join(*traces, "philly", "pollux_philly.csv")
-	vcPath := filepath.Join(*traces, "helios-philly-results", "philly_vc.csv")
-	open := func(p string) (*os.File, error) {
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, fmt.Errorf("flag -trace-dir: %s is missing: the Helios experiment needs the Philly trace and Helios's VC list (see ../shared/traces/README.md): %w", p, err)
-		}
-		return f, nil
-	}
-	f, err := open(vcPath)
-	if err != nil {
-		return err
-	}
-	vcs, err := tuner.ReadHeliosVCs(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	f, err = open(jobsPath)
-	if err != nil {
-		return err
-	}
-	tj, epoch, err := trace.ReadPhillyJobsEpoch(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("%s: %w", jobsPath, err)
-	}
-	w, err := tuner.NewHeliosWorkload(tj, epoch, vcs, splitAt, *load)
+	w, vcs, err := loadHelios(*traces, splitAt, *load)
 	if err != nil {
 		return err
 	}
@@ -195,4 +168,41 @@ func runHeliosTable(ctx context.Context, args []string, _ func(string) string, s
 		}
 	}
 	return nil
+}
+
+// loadHelios reads the Philly trace and Helios's VC list from traces and
+// selects the experiment's jobs.
+func loadHelios(traces string, splitAt time.Time, load float64) (tuner.HeliosWorkload, []tuner.HeliosVC, error) {
+	jobsPath := filepath.Join(traces, "philly", "pollux_philly.csv")
+	vcPath := filepath.Join(traces, "helios-philly-results", "philly_vc.csv")
+	open := func(p string) (*os.File, error) {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("flag -trace-dir: %s is missing: the Helios experiment needs the Philly trace and Helios's VC list (see ../shared/traces/README.md): %w", p, err)
+		}
+		return f, nil
+	}
+	f, err := open(vcPath)
+	if err != nil {
+		return tuner.HeliosWorkload{}, nil, err
+	}
+	vcs, err := tuner.ReadHeliosVCs(f)
+	f.Close()
+	if err != nil {
+		return tuner.HeliosWorkload{}, nil, err
+	}
+	f, err = open(jobsPath)
+	if err != nil {
+		return tuner.HeliosWorkload{}, nil, err
+	}
+	tj, epoch, err := trace.ReadPhillyJobsEpoch(f)
+	f.Close()
+	if err != nil {
+		return tuner.HeliosWorkload{}, nil, fmt.Errorf("%s: %w", jobsPath, err)
+	}
+	w, err := tuner.NewHeliosWorkload(tj, epoch, vcs, splitAt, load)
+	if err != nil {
+		return tuner.HeliosWorkload{}, nil, err
+	}
+	return w, vcs, err
 }

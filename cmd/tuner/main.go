@@ -27,6 +27,7 @@ Usage:
   tuner import [flags]        load a public trace (openb, Philly, job CSV/YAML) and its inventory into the database
   tuner fgd-table [flags]     reproduce the FGD paper's allocation experiment on the openb traces
   tuner helios-table [flags]  reproduce the Helios queueing experiment on Philly, beside schedloop's order policies
+  tuner eta-backtest [flags]  measure the wait estimates on the Helios experiment's window: error and interval coverage
   tuner profiles [flags]      list stored profiles, newest first, with their status
   tuner help                  show this text
 
@@ -42,6 +43,7 @@ var run = cli.Subcommands(usage, map[string]cli.RunFunc{
 	"import":       runImport,
 	"fgd-table":    runFGDTable,
 	"helios-table": runHeliosTable,
+	"eta-backtest": runETABacktest,
 })
 
 var statuses = []schedloop.ProfileStatus{schedloop.ProfileProposed, schedloop.ProfileApplied,

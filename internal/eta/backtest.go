@@ -105,6 +105,11 @@ func Backtest(ctx context.Context, c *sim.Cluster, jobs []sim.Job, cfg sim.Confi
 // was submitted; self is k's index among the snapshot's pending jobs.
 func snapshotAt(c *sim.Cluster, jobs []sim.Job, truth sim.Result, cfg sim.Config, at time.Duration, k int) (Snapshot, ErrorModel, int) {
 	snap := Snapshot{Cluster: c, Config: cfg}
+	type ended struct {
+		at  time.Duration
+		obs Observation
+	}
+	var done []ended
 	var obs []Observation
 	self := -1
 	pending := 0
@@ -112,7 +117,7 @@ func snapshotAt(c *sim.Cluster, jobs []sim.Job, truth sim.Result, cfg sim.Config
 		j := jobs[i]
 		switch {
 		case o.State == sim.Done && o.End <= at:
-			obs = append(obs, Observation{Predicted: o.Predicted, Ran: o.End - o.Start, Finished: true})
+			done = append(done, ended{o.End, Observation{Predicted: o.Predicted, Ran: o.End - o.Start, Finished: true}})
 		case o.State == sim.Done && o.Start < at:
 			sj := j
 			sj.RunningOn, sj.Predicted, sj.Queued = o.Nodes, o.Predicted, 0
@@ -127,6 +132,10 @@ func snapshotAt(c *sim.Cluster, jobs []sim.Job, truth sim.Result, cfg sim.Config
 			snap.Jobs = append(snap.Jobs, Job{Job: sj})
 			pending++
 		}
+	}
+	slices.SortStableFunc(done, func(a, b ended) int { return cmp.Compare(a.at, b.at) })
+	for _, d := range done {
+		obs = append(obs, d.obs)
 	}
 	return snap, NewErrorModel(obs), self
 }

@@ -12,31 +12,15 @@ import (
 )
 
 // ErrorModel is the predictor's measured error: the distribution of the
-// ratio of a job's actual to its predicted run time, as points (ratio, share
-// of jobs at or below it) interpolated linearly, and, when jobs still
-// running have outlasted every finished one, a tail past the last point.
-// The zero value has no points.
+// ratio of a job's actual to its predicted run time and, for jobs that
+// have outlived their prediction, of run times themselves. The zero value
+// has no points.
 type ErrorModel struct {
-	ratios, shares []float64
-	// tailFrom is the largest ratio a running job has reached: no job
-	// beyond the last point is known to have ended before it.
-	tailFrom float64
+	ratio   survival
+	runTime survival // seconds; empty for DefaultErrors
 	// shift is the standard error of the mean log ratio: how far the
 	// whole measured distribution may be off, for every job at once.
 	shift float64
-}
-
-// sharedFactor is one run's factor on every job's run time, at
-// probability u: the measured distribution is itself an estimate from a
-// sample, and its error is shared by every job of a run, so it cannot
-// average out over the many jobs a long wait sums (leaving it out makes
-// intervals far too narrow: a backtest's coverage fell from 0.8 to near
-// 0.5).
-func (m ErrorModel) sharedFactor(u float64) float64 {
-	if m.shift == 0 {
-		return 1
-	}
-	return math.Exp(m.shift * normalQuantile(u))
 }
 
 // Observation is one job the error is measured on: its predicted run time
@@ -56,59 +40,149 @@ const MinErrorSamples = 20
 // far". Leaving running jobs out would measure only the jobs short enough
 // to have finished, and estimate every wait too short: at any instant the
 // long jobs are the ones still running. With fewer than MinErrorSamples
-// finished jobs it is DefaultErrors.
+// finished jobs it is DefaultErrors. obs are in the order the jobs finished
+// (running ones anywhere): the shared factor's spread is measured between
+// consecutive blocks of them.
 func NewErrorModel(obs []Observation) ErrorModel {
-	type point struct {
-		ratio    float64
-		finished bool
-	}
-	pts := make([]point, 0, len(obs))
+	ratios := make([]observed, 0, len(obs))
+	runTimes := make([]observed, 0, len(obs))
 	finished := 0
+	var sum, sumSq float64
+	var logs []float64
 	for _, o := range obs {
-		if o.Predicted > 0 && o.Ran > 0 {
-			pts = append(pts, point{float64(o.Ran) / float64(o.Predicted), o.Finished})
-			if o.Finished {
-				finished++
-			}
+		if o.Predicted <= 0 || o.Ran <= 0 {
+			continue
+		}
+		r := float64(o.Ran) / float64(o.Predicted)
+		ratios = append(ratios, observed{r, o.Finished})
+		runTimes = append(runTimes, observed{o.Ran.Seconds(), o.Finished})
+		if o.Finished {
+			finished++
+			l := math.Log(r)
+			sum, sumSq = sum+l, sumSq+l*l
+			logs = append(logs, l)
 		}
 	}
 	if finished < MinErrorSamples {
 		return DefaultErrors()
 	}
-	// At equal ratios the ends come before the censorings, as the
+	mean := sum / float64(finished)
+	return ErrorModel{ratio: kaplanMeier(ratios), runTime: kaplanMeier(runTimes),
+		shift: math.Max(math.Sqrt(math.Max(sumSq/float64(finished)-mean*mean, 0)/float64(finished)), blockSpread(logs))}
+}
+
+// errorBlock is how many consecutive finished jobs one block of
+// blockSpread holds: about a team's batch of similar jobs.
+const errorBlock = 32
+
+// blockSpread is the standard deviation of the mean log ratio between
+// blocks of consecutive finished jobs: jobs finishing together share much
+// of their error (one team's batch, one dataset, one bug), so the error a
+// whole wait shares is this, not the standard error of all jobs' mean,
+// which shrinks with history however correlated the errors are. Zero with
+// fewer than four blocks.
+func blockSpread(logs []float64) float64 {
+	blocks := len(logs) / errorBlock
+	if blocks < 4 {
+		return 0
+	}
+	var sum, sumSq float64
+	for b := 0; b < blocks; b++ {
+		m := 0.0
+		for _, l := range logs[b*errorBlock : (b+1)*errorBlock] {
+			m += l
+		}
+		m /= errorBlock
+		sum, sumSq = sum+m, sumSq+m*m
+	}
+	mean := sum / float64(blocks)
+	return math.Sqrt(math.Max(sumSq/float64(blocks)-mean*mean, 0))
+}
+
+// DefaultErrors is the error assumed with no history: a log-normal ratio
+// with median 1 and log-standard deviation 1, i.e. a job is as likely to
+// run 2.7x longer than predicted as 2.7x shorter one time in three, the
+// spread measured run-time predictors reach on production traces (Philly,
+// Helios) at best; wider would make every interval useless, narrower would
+// claim knowledge a cluster without history does not have. It is as
+// uncertain as a measurement from MinErrorSamples jobs.
+func DefaultErrors() ErrorModel {
+	const n = 199
+	d := survival{values: make([]float64, n), shares: make([]float64, n)}
+	for i := range d.values {
+		d.shares[i] = (float64(i) + 0.5) / n
+		d.values[i] = math.Exp(normalQuantile(d.shares[i]))
+	}
+	d.tailFrom = d.values[n-1]
+	return ErrorModel{ratio: d, shift: 1 / math.Sqrt(MinErrorSamples)}
+}
+
+func (m ErrorModel) empty() bool { return m.ratio.empty() }
+
+// Len is how many points the ratio's distribution holds.
+func (m ErrorModel) Len() int { return len(m.ratio.values) }
+
+// Quantile is the ratio at probability u in (0,1) (survival.quantile).
+func (m ErrorModel) Quantile(u float64) float64 { return m.ratio.quantile(u) }
+
+// CDF is the share of jobs whose ratio is at or below x.
+func (m ErrorModel) CDF(x float64) float64 { return m.ratio.cdf(x) }
+
+// sharedFactor is one run's factor on every job's run time, at
+// probability u: the measured distribution is itself an estimate from a
+// sample, and its error is shared by every job of a run, so it cannot
+// average out over the many jobs a long wait sums (leaving it out made a
+// backtest's intervals far too narrow).
+func (m ErrorModel) sharedFactor(u float64) float64 {
+	if m.shift == 0 {
+		return 1
+	}
+	return math.Exp(m.shift * normalQuantile(u))
+}
+
+type observed struct {
+	value    float64
+	finished bool
+}
+
+// survival is a distribution measured with censoring: points (value,
+// share of jobs at or below it) interpolated linearly, and, when censored
+// observations outlasted every finished one, a tail past the last point
+// that starts at the largest censored value and falls off as 1/value (a
+// job at value v is as likely to end before 2v as after).
+type survival struct {
+	values, shares []float64
+	tailFrom       float64
+}
+
+// kaplanMeier estimates the distribution of obs, a censored observation
+// counting as "more than its value".
+func kaplanMeier(obs []observed) survival {
+	// At equal values the ends come before the censorings, as the
 	// estimator's convention has it.
-	slices.SortFunc(pts, func(a, b point) int {
-		if c := cmp.Compare(a.ratio, b.ratio); c != 0 {
+	slices.SortFunc(obs, func(a, b observed) int {
+		if c := cmp.Compare(a.value, b.value); c != 0 {
 			return c
 		}
 		return cmp.Compare(boolRank(a.finished), boolRank(b.finished))
 	})
-	m := ErrorModel{tailFrom: pts[len(pts)-1].ratio}
-	var sum, sumSq float64
-	for _, p := range pts {
-		if p.finished {
-			l := math.Log(p.ratio)
-			sum, sumSq = sum+l, sumSq+l*l
-		}
-	}
-	mean := sum / float64(finished)
-	m.shift = math.Sqrt(math.Max(sumSq/float64(finished)-mean*mean, 0) / float64(finished))
-	survive, atRisk := 1.0, len(pts)
-	for i := 0; i < len(pts); {
+	d := survival{tailFrom: obs[len(obs)-1].value}
+	survive, atRisk := 1.0, len(obs)
+	for i := 0; i < len(obs); {
 		k, ends := i, 0
-		for ; k < len(pts) && pts[k].ratio == pts[i].ratio; k++ {
-			if pts[k].finished {
+		for ; k < len(obs) && obs[k].value == obs[i].value; k++ {
+			if obs[k].finished {
 				ends++
 			}
 		}
 		if ends > 0 {
 			survive *= 1 - float64(ends)/float64(atRisk)
-			m.ratios, m.shares = append(m.ratios, pts[i].ratio), append(m.shares, 1-survive)
+			d.values, d.shares = append(d.values, obs[i].value), append(d.shares, 1-survive)
 		}
 		atRisk -= k - i
 		i = k
 	}
-	return m
+	return d
 }
 
 func boolRank(finished bool) int {
@@ -118,82 +192,66 @@ func boolRank(finished bool) int {
 	return 1
 }
 
-// DefaultErrors is the error assumed with no history: a log-normal ratio
-// with median 1 and log-standard deviation 1, i.e. a job is as likely to
-// run 2.7x longer than predicted as 2.7x shorter one time in three, the
-// spread measured run-time predictors reach on production traces (Philly,
-// Helios) at best; wider would make every interval useless, narrower would
-// claim knowledge a cluster without history does not have.
-func DefaultErrors() ErrorModel {
-	const n = 199
-	m := ErrorModel{ratios: make([]float64, n), shares: make([]float64, n)}
-	for i := range m.ratios {
-		m.shares[i] = (float64(i) + 0.5) / n
-		m.ratios[i] = math.Exp(normalQuantile(m.shares[i]))
+func (d survival) empty() bool { return len(d.values) == 0 }
+
+// tail is the share of jobs beyond the last point.
+func (d survival) tail() float64 { return 1 - d.shares[len(d.shares)-1] }
+
+// quantile is the value at probability u in (0,1).
+func (d survival) quantile(u float64) float64 {
+	n := len(d.values)
+	if u <= d.shares[0] {
+		return d.values[0]
 	}
-	m.tailFrom = m.ratios[n-1]
-	// As uncertain as a measurement from MinErrorSamples jobs.
-	m.shift = 1 / math.Sqrt(MinErrorSamples)
-	return m
-}
-
-func (m ErrorModel) empty() bool { return len(m.ratios) == 0 }
-
-// Len is how many points the model holds.
-func (m ErrorModel) Len() int { return len(m.ratios) }
-
-// tail is the share of jobs beyond the last point: running jobs that
-// outlasted every finished one.
-func (m ErrorModel) tail() float64 { return 1 - m.shares[len(m.shares)-1] }
-
-// Quantile is the ratio at probability u in (0,1). Past the last point,
-// where only running jobs are, the tail starts at the largest ratio they
-// reached and falls off as 1/ratio (a job that has run r times its
-// prediction is as likely to end before 2r as after); with no tail the
-// last ratio is the largest.
-func (m ErrorModel) Quantile(u float64) float64 {
-	n := len(m.ratios)
-	if u <= m.shares[0] {
-		return m.ratios[0]
-	}
-	if last := m.shares[n-1]; u >= last {
-		if tail := m.tail(); tail > 1e-12 && u < 1 {
-			return m.tailFrom * tail / (1 - u)
+	if last := d.shares[n-1]; u >= last {
+		if tail := d.tail(); tail > 1e-12 && u < 1 {
+			return d.tailFrom * tail / (1 - u)
 		}
-		return m.ratios[n-1]
+		return d.values[n-1]
 	}
-	k, _ := slices.BinarySearch(m.shares, u)
-	lo, hi := m.shares[k-1], m.shares[k]
+	k, _ := slices.BinarySearch(d.shares, u)
+	lo, hi := d.shares[k-1], d.shares[k]
 	if hi == lo {
-		return m.ratios[k]
+		return d.values[k]
 	}
 	f := (u - lo) / (hi - lo)
-	return m.ratios[k-1]*(1-f) + m.ratios[k]*f
+	return d.values[k-1]*(1-f) + d.values[k]*f
 }
 
-// CDF is the share of jobs whose ratio is at or below x, Quantile's
-// inverse.
-func (m ErrorModel) CDF(x float64) float64 {
-	n := len(m.ratios)
-	if x <= m.ratios[0] {
-		if x < m.ratios[0] {
+// cdf is the share at or below x, quantile's inverse.
+func (d survival) cdf(x float64) float64 {
+	n := len(d.values)
+	if x <= d.values[0] {
+		if x < d.values[0] {
 			return 0
 		}
-		return m.shares[0]
+		return d.shares[0]
 	}
-	if x >= m.ratios[n-1] {
-		if tail := m.tail(); tail > 1e-12 {
-			return 1 - tail*min(m.tailFrom/x, 1)
+	if x >= d.values[n-1] {
+		if tail := d.tail(); tail > 1e-12 {
+			return 1 - tail*min(d.tailFrom/x, 1)
 		}
 		return 1
 	}
-	k, _ := slices.BinarySearch(m.ratios, x)
-	lo, hi := m.ratios[k-1], m.ratios[k]
+	k, _ := slices.BinarySearch(d.values, x)
+	lo, hi := d.values[k-1], d.values[k]
 	f := 0.0
 	if hi > lo {
 		f = (x - lo) / (hi - lo)
 	}
-	return m.shares[k-1]*(1-f) + m.shares[k]*f
+	return d.shares[k-1]*(1-f) + d.shares[k]*f
+}
+
+// conditional draws from d given the value exceeds above, at probability
+// u; past every value measured, by the 1/value tail from above itself.
+func (d survival) conditional(above, u float64) float64 {
+	lo := d.cdf(above)
+	if lo >= 1 {
+		// u/(1-u) has median 1: as likely to end before twice its age as
+		// after.
+		return above * (1 + u/(1-u+1e-9))
+	}
+	return math.Max(d.quantile(lo+u*(1-lo)), above)
 }
 
 // normalQuantile is the standard normal's inverse CDF (Acklam's rational

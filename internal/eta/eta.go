@@ -229,24 +229,26 @@ func draws(jobs, runs int, seed uint64) []float64 {
 }
 
 // sampleRunTime draws what a job still runs: its prediction scaled by the
-// run's shared factor and a draw from the predictor's error; for a running
-// job, drawn given that it
-// has already run Elapsed (the error's distribution above Elapsed's
-// ratio), and, past every ratio ever measured, by the rule that a job is
-// as likely to end before as after twice its age.
+// run's shared factor and a draw from the predictor's error. A running job
+// is drawn given that it has already run Elapsed: from the ratios beyond
+// the one it reached while it is within its prediction, and once it has
+// outlived its prediction, which then says little, from the run times of
+// the jobs that ran at least as long (with no measured run times, from the
+// ratios still). Drawing an outlived job's rest from ratios alone makes
+// it end almost at once (ratios crowd just past any point), and a backtest
+// on Philly estimated waits five times too short.
 func sampleRunTime(j *Job, errs ErrorModel, factor, u float64) time.Duration {
 	predicted := float64(cmp.Or(j.Predicted, DefaultRunTime)) * factor
 	if !j.Running() {
 		return time.Duration(math.Max(predicted*errs.Quantile(u), float64(time.Second)))
 	}
 	elapsed := float64(j.Elapsed)
-	lo := errs.CDF(elapsed / predicted)
-	if lo >= 1 {
-		// u/(1-u) has median 1: the rest is as likely shorter as longer
-		// than the age.
-		return time.Duration(math.Max(elapsed*u/(1-u+1e-9), float64(time.Second)))
+	var total float64
+	if elapsed > predicted && !errs.runTime.empty() {
+		total = errs.runTime.conditional(j.Elapsed.Seconds(), u) * float64(time.Second)
+	} else {
+		total = predicted * errs.ratio.conditional(elapsed/predicted, u)
 	}
-	total := predicted * errs.Quantile(lo+u*(1-lo))
 	return time.Duration(math.Max(total-elapsed, float64(time.Second)))
 }
 

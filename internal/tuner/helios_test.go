@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedloop/schedloop/internal/eta"
 	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/sim"
@@ -141,4 +142,37 @@ func TestSearchChoosesTheOrder(t *testing.T) {
 	if a, b := ev.Mean()[MetricMeanJCT], before.Mean()[MetricMeanJCT]; !(a < 0.8*b) {
 		t.Errorf("mean JCT %.0f s, from %.0f s: want at least 20%% lower", a, b)
 	}
+}
+
+// The wait estimates backtested on the committed Philly slice, on a VC
+// small enough to queue: every sampled job waited past ten minutes and was
+// asked about at its submission, and the estimate is informative.
+func TestHeliosETAOnPhillySlice(t *testing.T) {
+	f, err := os.Open("../trace/testdata/philly/pollux_philly_head300.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tj, epoch, err := trace.ReadPhillyJobsEpoch(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewHeliosWorkload(tj, epoch, []HeliosVC{{"6214e9", 4}}, time.Date(2017, 10, 9, 12, 0, 0, 0, time.UTC), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := HeliosETA(context.Background(), w, SchedloopPolicy("default", HeliosSetting{}, predict.DefaultOptions()), eta.BacktestOptions{Samples: 40, Seed: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(points) < 20 {
+		t.Fatalf("%d submissions asked about, want at least 20: the slice does not queue", len(points))
+	}
+	for _, p := range points {
+		if p.Actual <= eta.DefaultMinWait {
+			t.Errorf("%s waited %v, not past %v", p.Job, p.Actual, eta.DefaultMinWait)
+		}
+	}
+	s := eta.Summarise(points)
+	t.Logf("%d waits: median abs error %.1f%%, p10..p90 coverage %.2f", s.Points, s.MedianAbsErrorPct, s.IntervalCoverage)
 }
