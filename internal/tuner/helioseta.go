@@ -71,4 +71,3 @@ func HeliosETA(ctx context.Context, w HeliosWorkload, p HeliosPolicy, opt eta.Ba
 	}
 	return out, nil
 }
-
