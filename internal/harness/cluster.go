@@ -80,6 +80,9 @@ type Cluster struct {
 
 	stopOnce sync.Once
 	stops    []func() // run in reverse order by Stop
+
+	claimOnce sync.Once // the ResourceClaim controller, started by the first DRA nodes
+	claimErr  error
 }
 
 // Start brings etcd and the kube-apiserver up, installs the PodGroup CRD and

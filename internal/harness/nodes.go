@@ -70,6 +70,16 @@ type NodeOptions struct {
 	Workers int
 	// NoExporters skips the per-node dcgm-exporter endpoints.
 	NoExporters bool
+	// DRA hands the nodes' GPUs out through Dynamic Resource Allocation, as
+	// NVIDIA's DRA driver does, instead of the device plugin's extended
+	// resources: each node publishes its GPUs (and MIG partitions) in
+	// ResourceSlices and advertises no nvidia.com/gpu, no GPU shares and no
+	// MIG resources; the driver's DeviceClasses are installed and the
+	// ResourceClaim controller runs. Pods ask through ResourceClaims (from
+	// templates) or for nvidia.com/gpu, which the scheduler then serves
+	// through DRA. Nodes added without it beside nodes added with it model a
+	// cluster migrating from one to the other.
+	DRA bool
 }
 
 // Nodes are simulated GPU machines registered with a Cluster: Node objects,
@@ -91,6 +101,7 @@ type Nodes struct {
 
 	started, finished atomic.Int64
 
+	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	stopOnce sync.Once
@@ -98,6 +109,7 @@ type Nodes struct {
 
 type machine struct {
 	spec trace.Node
+	dra  bool // GPUs published in ResourceSlices (NodeOptions.DRA)
 	// gpus is what each device has free (milli-GPU), kept with scoring's
 	// accounting as the simulator keeps it; only its devices are used.
 	gpus *scoring.Node
@@ -119,6 +131,8 @@ type podRun struct {
 	started   time.Time
 	finishAt  time.Time // zero: runs until deleted
 	outcome   trace.Outcome
+	claims    []string // ResourceClaims whose devices the driver prepared
+	mig       []string // MIG devices the pod holds through DRA
 }
 
 // AddNodes registers nodes with the cluster, starts their exporters, the
@@ -148,7 +162,7 @@ func (c *Cluster) AddNodes(ctx context.Context, nodes []trace.Node, opts NodeOpt
 		if _, dup := n.machines[spec.Name]; dup {
 			return nil, fmt.Errorf("node %s: listed twice", spec.Name)
 		}
-		m := &machine{spec: spec, gpus: scoring.NewNode(spec.Name, spec.GPUModel, spec.GPUs, 0, 0), uuid: make([]string, spec.GPUs)}
+		m := &machine{spec: spec, dra: opts.DRA, gpus: scoring.NewNode(spec.Name, spec.GPUModel, spec.GPUs, 0, 0), uuid: make([]string, spec.GPUs)}
 		for i := range m.uuid {
 			m.uuid[i] = "GPU-" + uuid.NewSHA1(uuid.NameSpaceOID, []byte(spec.Name+"/"+strconv.Itoa(i))).String()
 		}
@@ -158,7 +172,16 @@ func (c *Cluster) AddNodes(ctx context.Context, nodes []trace.Node, opts NodeOpt
 		}
 		n.machines[spec.Name] = m
 	}
+	if opts.DRA {
+		if err := c.InstallDeviceClasses(ctx); err != nil {
+			return nil, err
+		}
+		if err := c.startClaimController(ctx); err != nil {
+			return nil, err
+		}
+	}
 	ctx, n.cancel = context.WithCancel(ctx)
+	n.ctx = ctx
 	c.onStop(n.Stop)
 	if !opts.NoExporters {
 		for name := range n.machines {
@@ -303,9 +326,14 @@ func (n *Nodes) createNode(ctx context.Context, m *machine) error {
 	if err != nil {
 		return err
 	}
-	created.Status = nodeStatus(spec, time.Now())
+	created.Status = nodeStatus(spec, m.dra, time.Now())
 	if _, err := n.client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("set status: %w", err)
+	}
+	if m.dra && spec.GPUs > 0 {
+		if err := n.publish(ctx, m, created); err != nil {
+			return err
+		}
 	}
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: corev1.NamespaceNodeLease,
@@ -321,7 +349,9 @@ func (n *Nodes) createNode(ctx context.Context, m *machine) error {
 	return nil
 }
 
-func nodeStatus(spec trace.Node, now time.Time) corev1.NodeStatus {
+// nodeStatus is a Ready node's status; a DRA node (viaDRA) advertises no GPU
+// resources, its GPUs being in ResourceSlices.
+func nodeStatus(spec trace.Node, viaDRA bool, now time.Time) corev1.NodeStatus {
 	cpu, mem := spec.CPUMilli, spec.MemoryMiB
 	if cpu == 0 {
 		cpu = 128000
@@ -335,13 +365,16 @@ func nodeStatus(spec trace.Node, now time.Time) corev1.NodeStatus {
 		corev1.ResourcePods:             *resource.NewQuantity(256, resource.DecimalSI),
 		corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
 	}
-	if spec.GPUs > 0 {
+	if spec.GPUs > 0 && !viaDRA {
 		res[ResourceGPU] = *resource.NewQuantity(int64(spec.GPUs), resource.DecimalSI)
 		// Every simulated GPU can be shared: pods ask for a share with
 		// podspec.ResourceGPUMilli, and admit honours the device recorded.
 		res[podspec.ResourceGPUMilli] = *resource.NewQuantity(int64(spec.GPUs)*scoring.MilliPerGPU, resource.DecimalSI)
 	}
 	for name, count := range spec.MIG {
+		if viaDRA {
+			break
+		}
 		res[corev1.ResourceName(name)] = *resource.NewQuantity(int64(count), resource.DecimalSI)
 	}
 	t := metav1.NewTime(now)
@@ -481,11 +514,31 @@ func (n *Nodes) admit(ctx context.Context, key string, pod *corev1.Pod) error {
 	if err := readProfile(pod, r, n.clock); err != nil {
 		return n.patchStatus(ctx, pod, failedStatus(pod, now, "InvalidAnnotation", err.Error()))
 	}
-	n.mu.Lock()
 	m := n.machines[r.node]
+	var draGPUs []int
+	if m.dra {
+		// As the kubelet does, the pod starts once its claims are allocated
+		// and reserved for it and the driver has prepared their devices.
+		gpus, mig, claims, err := n.draDevices(ctx, pod)
+		if err != nil {
+			return err
+		}
+		for _, c := range claims {
+			r.claims = append(r.claims, c.Name)
+		}
+		draGPUs, r.mig = gpus, mig
+		want = scoring.Request{GPUs: len(gpus)}
+		if err := n.markPrepared(ctx, pod.Namespace, r.claims, r.node, true); err != nil {
+			return err
+		}
+	}
+	n.mu.Lock()
 	// The devices the scheduler recorded, as a share-aware device plugin
 	// honours them; a pod placed without a record gets what fits best.
 	devices, recorded := podspec.Devices(pod)
+	if m.dra {
+		devices, recorded = draGPUs, true
+	}
 	if !recorded {
 		devices = scoring.BestFitDevices(m.gpus, want)
 	}
@@ -542,6 +595,16 @@ func (n *Nodes) release(key string) {
 	if m := n.machines[r.node]; m != nil {
 		m.gpus.Release(r.alloc)
 		m.releaseMIG(r.mig)
+	}
+	if len(r.claims) > 0 && n.ctx.Err() == nil {
+		// The plugin unprepares the devices; a claim already released by
+		// the ResourceClaim controller is left as it is.
+		ns, _, _ := cache.SplitMetaNamespaceKey(key)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			_ = n.markPrepared(n.ctx, ns, r.claims, r.node, false)
+		}()
 	}
 }
 
