@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/controller/resourceclaim"
 	"k8s.io/utils/ptr"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/dra"
 	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/trace"
@@ -32,29 +33,6 @@ import (
 // drops the mark when it ends. The in-tree DynamicResources plugin
 // allocates; kube-controller-manager's ResourceClaim controller, run here,
 // creates claims from templates and releases them when their pods end.
-
-// migGeometry is the H100/H200 MIG geometry NVIDIA's MIG User Guide lists:
-// for each profile, the memory slices (of eight) an instance takes, the
-// first slice of each placement, and its streaming multiprocessors (of 132).
-var migGeometry = map[string]struct {
-	size   int
-	starts []int
-	sms    int64
-}{
-	"1g.10gb": {1, []int{0, 1, 2, 3, 4, 5, 6}, 16},
-	"1g.20gb": {2, []int{0, 2, 4, 6}, 16},
-	"2g.20gb": {2, []int{0, 2, 4}, 32},
-	"3g.40gb": {4, []int{0, 4}, 60},
-	"4g.40gb": {4, []int{0}, 64},
-	"7g.80gb": {8, []int{0}, 132},
-}
-
-const (
-	memorySlices = 8
-	wholeGPUSMs  = 132
-	// devicesSlicePrefix and countersSlicePrefix name a node's slices.
-	countersPerSlice = resourcev1.ResourceSliceMaxCounterSets
-)
 
 // DeviceClasses are the classes NVIDIA's chart installs. The GPU class maps
 // the nvidia.com/gpu extended resource onto DRA: on a node that does not
@@ -77,55 +55,25 @@ func DeviceClasses() []*resourcev1.DeviceClass {
 // GPUDeviceName is the name the driver gives GPU i of a node.
 func GPUDeviceName(i int) string { return "gpu-" + strconv.Itoa(i) }
 
-// migDeviceName follows the driver's gpu-<minor>-mig-<profile id>-<start>-<size>;
-// the profile is named rather than numbered, as the simulation has no NVML
-// profile ids.
-func migDeviceName(gpu int, profile string, start, size int) string {
-	return fmt.Sprintf("gpu-%d-mig-%s-%d-%d", gpu, strings.ReplaceAll(profile, ".", ""), start, size)
+// migDeviceName follows the driver's gpu-<minor>-mig-...; the instance is
+// named by its profile and GPU instance id, the simulation having no NVML
+// profile ids or placements.
+func migDeviceName(gpu int, in migInstance) string {
+	return fmt.Sprintf("gpu-%d-mig-%s-%s", gpu, strings.ReplaceAll(in.profile, ".", ""), in.id)
 }
 
-// gpuIndex is the GPU a device of this driver belongs to, from its name.
-func gpuIndex(device string) (int, bool) {
-	rest, ok := strings.CutPrefix(device, "gpu-")
-	if !ok {
-		return 0, false
-	}
-	if i := strings.IndexByte(rest, '-'); i >= 0 {
-		rest = rest[:i]
-	}
-	n, err := strconv.Atoi(rest)
-	return n, err == nil && n >= 0
-}
+// computeSlices is the counter each partitioned GPU offers and each of its
+// instances draws on: its MIG compute slices.
+const computeSlices = "compute-slices"
 
-// migProfiles are the MIG profiles spec lists (nvidia.com/mig-<profile>)
-// that the simulated geometry knows, sorted; others are left out.
-func migProfiles(spec trace.Node) []string {
-	var out []string
-	for name, n := range spec.MIG {
-		p, ok := strings.CutPrefix(name, podspec.ResourceMIGPrefix)
-		if _, known := migGeometry[p]; ok && known && n > 0 {
-			out = append(out, p)
-		}
-	}
-	slicesSort(out)
-	return out
-}
-
-func slicesSort(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-}
-
-// resourceSlices are the slices the driver publishes for m: one of whole
-// GPUs, or, where the node lists MIG profiles, counter slices (eight GPUs
-// each, the API's limit) and one device slice per GPU holding the GPU and
-// every placement of each profile.
+// resourceSlices are the slices the driver publishes for m: one of its
+// whole GPUs and, where the node has MIG instances (on partitioned GPUs
+// beside the whole ones, mig.go), counter slices holding each partitioned
+// GPU's compute slices (eight GPUs each, the API's limit) and one slice per
+// partitioned GPU holding its instances, each drawing its slices from its
+// GPU's counters, as partitionable devices do. It also fills m.migDevice.
 func resourceSlices(m *machine, node *corev1.Node) []*resourcev1.ResourceSlice {
 	spec := m.spec
-	profiles := migProfiles(spec)
 	owner := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
 	mk := func(name string) *resourcev1.ResourceSlice {
 		return &resourcev1.ResourceSlice{
@@ -138,45 +86,42 @@ func resourceSlices(m *machine, node *corev1.Node) []*resourcev1.ResourceSlice {
 		}
 	}
 	var out []*resourcev1.ResourceSlice
-	if len(profiles) == 0 {
+	if spec.GPUs > 0 {
 		s := mk(spec.Name + "-" + dra.Driver)
 		for i := range spec.GPUs {
-			s.Spec.Devices = append(s.Spec.Devices, gpuDevice(m, node, i))
+			s.Spec.Devices = append(s.Spec.Devices, gpuDevice(m, node, i, m.uuid[i]))
 		}
 		out = append(out, s)
-	} else {
-		for first := 0; first < spec.GPUs; first += countersPerSlice {
-			s := mk(fmt.Sprintf("%s-%s-counters-%d", spec.Name, dra.Driver, first/countersPerSlice))
-			for i := first; i < min(first+countersPerSlice, spec.GPUs); i++ {
-				counters := map[string]resourcev1.Counter{"multiprocessors": {Value: *resource.NewQuantity(wholeGPUSMs, resource.DecimalSI)}}
-				for k := range memorySlices {
-					counters["memory-slice-"+strconv.Itoa(k)] = resourcev1.Counter{Value: *resource.NewQuantity(1, resource.DecimalSI)}
-				}
-				s.Spec.SharedCounters = append(s.Spec.SharedCounters, resourcev1.CounterSet{Name: counterSet(i), Counters: counters})
-			}
-			out = append(out, s)
+	}
+	total := int64(schedloop.MIGSlices(modelName(spec.GPUModel)))
+	for first := 0; first < len(m.partUUID); first += resourcev1.ResourceSliceMaxCounterSets {
+		s := mk(fmt.Sprintf("%s-%s-counters-%d", spec.Name, dra.Driver, first/resourcev1.ResourceSliceMaxCounterSets))
+		for p := first; p < min(first+resourcev1.ResourceSliceMaxCounterSets, len(m.partUUID)); p++ {
+			s.Spec.SharedCounters = append(s.Spec.SharedCounters, resourcev1.CounterSet{Name: counterSet(spec.GPUs + p),
+				Counters: map[string]resourcev1.Counter{computeSlices: {Value: *resource.NewQuantity(total, resource.DecimalSI)}}})
 		}
-		for i := range spec.GPUs {
-			s := mk(fmt.Sprintf("%s-%s-gpu-%d", spec.Name, dra.Driver, i))
-			whole := gpuDevice(m, node, i)
-			whole.ConsumesCounters = []resourcev1.DeviceCounterConsumption{{CounterSet: counterSet(i), Counters: consumption(0, memorySlices, wholeGPUSMs)}}
-			s.Spec.Devices = append(s.Spec.Devices, whole)
-			for _, p := range profiles {
-				g := migGeometry[p]
-				for _, start := range g.starts {
-					d := gpuDevice(m, node, i)
-					d.Name = migDeviceName(i, p, start, g.size)
-					d.Attributes[dra.AttrType] = resourcev1.DeviceAttribute{StringValue: ptr.To(dra.TypeMIG)}
-					d.Attributes[dra.AttrParentUUID] = resourcev1.DeviceAttribute{StringValue: ptr.To(m.uuid[i])}
-					d.Attributes[dra.AttrUUID] = resourcev1.DeviceAttribute{StringValue: ptr.To(migUUID(m.uuid[i], p, start))}
-					d.Attributes[dra.AttrProfile] = resourcev1.DeviceAttribute{StringValue: ptr.To(p)}
-					d.Capacity[dra.CapMemory] = resourcev1.DeviceCapacity{Value: *resource.NewQuantity(gpuMemory(spec)<<20*int64(g.size)/memorySlices, resource.BinarySI)}
-					d.ConsumesCounters = []resourcev1.DeviceCounterConsumption{{CounterSet: counterSet(i), Counters: consumption(start, g.size, g.sms)}}
-					s.Spec.Devices = append(s.Spec.Devices, d)
-				}
+		out = append(out, s)
+	}
+	m.migDevice = map[string]int{}
+	for p, parent := range m.partUUID {
+		index := spec.GPUs + p
+		s := mk(fmt.Sprintf("%s-%s-gpu-%d", spec.Name, dra.Driver, index))
+		for i, in := range m.mig {
+			if in.part != p {
+				continue
 			}
-			out = append(out, s)
+			d := gpuDevice(m, node, index, "MIG-"+strings.TrimPrefix(parent, "GPU-")[:23]+"-"+in.id)
+			d.Name = migDeviceName(index, in)
+			d.Attributes[dra.AttrType] = resourcev1.DeviceAttribute{StringValue: ptr.To(dra.TypeMIG)}
+			d.Attributes[dra.AttrParentUUID] = resourcev1.DeviceAttribute{StringValue: ptr.To(parent)}
+			d.Attributes[dra.AttrProfile] = resourcev1.DeviceAttribute{StringValue: ptr.To(in.profile)}
+			d.Capacity[dra.CapMemory] = resourcev1.DeviceCapacity{Value: *resource.NewQuantity(gpuMemory(spec)<<20*int64(in.slices)/total, resource.BinarySI)}
+			d.ConsumesCounters = []resourcev1.DeviceCounterConsumption{{CounterSet: counterSet(index),
+				Counters: map[string]resourcev1.Counter{computeSlices: {Value: *resource.NewQuantity(int64(in.slices), resource.DecimalSI)}}}}
+			s.Spec.Devices = append(s.Spec.Devices, d)
+			m.migDevice[d.Name] = i
 		}
+		out = append(out, s)
 	}
 	for _, s := range out {
 		s.Spec.Pool.ResourceSliceCount = int64(len(out))
@@ -186,32 +131,19 @@ func resourceSlices(m *machine, node *corev1.Node) []*resourcev1.ResourceSlice {
 
 func counterSet(gpu int) string { return "gpu-" + strconv.Itoa(gpu) + "-counter-set" }
 
-func consumption(start, size int, sms int64) map[string]resourcev1.Counter {
-	c := map[string]resourcev1.Counter{"multiprocessors": {Value: *resource.NewQuantity(sms, resource.DecimalSI)}}
-	for k := start; k < start+size; k++ {
-		c["memory-slice-"+strconv.Itoa(k)] = resourcev1.Counter{Value: *resource.NewQuantity(1, resource.DecimalSI)}
-	}
-	return c
-}
-
-// migUUID is a stable MIG device UUID under its GPU's.
-func migUUID(parent, profile string, start int) string {
-	return "MIG-" + strings.TrimPrefix(parent, "GPU-")[:23] + fmt.Sprintf("-%s-%d", strings.ReplaceAll(profile, ".", ""), start)
-}
-
-// gpuDevice is GPU i of m with the attributes NVIDIA's driver publishes:
+// gpuDevice is GPU i of m, of the given UUID, with the attributes NVIDIA's driver publishes:
 // type, uuid, productName, pcieBusID and memory, the standard NUMA node and
 // PCIe root (two GPUs per PCIe switch, half the GPUs per socket), and the
 // NVLink clique from the node's NVLink-domain label where it has one.
-func gpuDevice(m *machine, node *corev1.Node, i int) resourcev1.Device {
+func gpuDevice(m *machine, node *corev1.Node, i int, uuid string) resourcev1.Device {
 	spec := m.spec
-	numa := int64(0)
-	if spec.GPUs > 1 {
-		numa = int64(i / ((spec.GPUs + 1) / 2))
+	numa, all := int64(0), spec.GPUs+len(m.partUUID)
+	if all > 1 {
+		numa = int64(i / ((all + 1) / 2))
 	}
 	attrs := map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
 		dra.AttrType:        {StringValue: ptr.To(dra.TypeGPU)},
-		dra.AttrUUID:        {StringValue: ptr.To(m.uuid[i])},
+		dra.AttrUUID:        {StringValue: ptr.To(uuid)},
 		dra.AttrProductName: {StringValue: ptr.To(modelName(spec.GPUModel))},
 		dra.AttrPCIeBusID:   {StringValue: ptr.To(fmt.Sprintf("0000:%02x:00.0", 0x18+i*0x10))},
 		dra.AttrNUMANode:    {IntValue: ptr.To(numa)},
@@ -302,7 +234,7 @@ func podClaims(pod *corev1.Pod) (names []string, ok bool) {
 // draDevices are the devices of this driver on node that pod's claims were
 // allocated, as the kubelet hands them to the plugin: every claim must be
 // allocated and reserved for the pod, or the pod waits.
-func (n *Nodes) draDevices(ctx context.Context, pod *corev1.Pod) (gpus []int, mig []string, claims []*resourcev1.ResourceClaim, err error) {
+func (n *Nodes) draDevices(ctx context.Context, m *machine, pod *corev1.Pod) (gpus, mig []int, claims []*resourcev1.ResourceClaim, err error) {
 	names, ok := podClaims(pod)
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("pod %s/%s: ResourceClaim not created yet", pod.Namespace, pod.Name)
@@ -320,15 +252,15 @@ func (n *Nodes) draDevices(ctx context.Context, pod *corev1.Pod) (gpus []int, mi
 			if a.Key.Driver != dra.Driver || a.Key.Pool != pod.Spec.NodeName {
 				continue
 			}
-			i, ok := gpuIndex(a.Key.Device)
-			switch {
-			case !ok:
-				return nil, nil, nil, fmt.Errorf("ResourceClaim %s/%s: device %s is not one this driver publishes", claim.Namespace, claim.Name, a.Key.Device)
-			case strings.Contains(a.Key.Device, "-mig-"):
-				mig = append(mig, a.Key.Device)
-			default:
-				gpus = append(gpus, i)
+			if in, ok := m.migDevice[a.Key.Device]; ok {
+				mig = append(mig, in)
+				continue
 			}
+			i, ok := gpuIndex(a.Key.Device)
+			if !ok || i >= m.spec.GPUs {
+				return nil, nil, nil, fmt.Errorf("ResourceClaim %s/%s: device %s is not one this driver publishes on %s", claim.Namespace, claim.Name, a.Key.Device, m.spec.Name)
+			}
+			gpus = append(gpus, i)
 		}
 	}
 	return gpus, mig, claims, nil
@@ -374,4 +306,28 @@ func (n *Nodes) markPrepared(ctx context.Context, namespace string, claimNames [
 		}
 	}
 	return nil
+}
+
+// gpuIndex is the whole GPU a device name of this driver names.
+func gpuIndex(device string) (int, bool) {
+	rest, ok := strings.CutPrefix(device, "gpu-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 0
+}
+
+// holdMIG gives the pod key the MIG instances its claims were allocated,
+// or none if one is held already (the allocator and the runner disagree).
+func (m *machine) holdMIG(key string, instances []int) ([]int, error) {
+	for _, i := range instances {
+		if h := m.mig[i].holder; h != "" && h != key {
+			return nil, fmt.Errorf("MIG instance %s of %s is held by %s", m.mig[i].id, m.spec.Name, h)
+		}
+	}
+	for _, i := range instances {
+		m.mig[i].holder = key
+	}
+	return instances, nil
 }

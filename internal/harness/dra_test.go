@@ -44,9 +44,7 @@ func claimPod(name, template string, ann map[string]string) *corev1.Pod {
 
 // TestDRADriver runs pods whose GPUs the stock kube-scheduler allocates
 // through DRA from the simulated driver's slices: through a claim template,
-// through nvidia.com/gpu served by DRA, and a MIG instance (m0 keeps a GPU
-// whole for it whatever the other two take, as whole GPUs and MIG
-// instances draw on the same counters); the runner
+// through nvidia.com/gpu served by DRA, and a MIG instance; the runner
 // starts each on the devices allocated, marks them prepared, and frees them.
 func TestDRADriver(t *testing.T) {
 	c := harness.NewForTest(t, harness.Options{})
@@ -57,7 +55,7 @@ func TestDRADriver(t *testing.T) {
 	}
 	nodes, err := c.AddNodes(ctx, []trace.Node{
 		{Name: "n0", GPUs: 4, GPUModel: "NVIDIA-H100-80GB-HBM3", Labels: map[string]string{trace.LabelNVLinkDomain: "nvl-a"}},
-		{Name: "m0", GPUs: 4, GPUModel: "NVIDIA-H100-80GB-HBM3", MIG: map[string]int{"nvidia.com/mig-1g.10gb": 28}},
+		{Name: "m0", GPUs: 2, GPUModel: "NVIDIA-H100-80GB-HBM3", MIG: map[string]int{"nvidia.com/mig-1g.10gb": 7}},
 	}, harness.NodeOptions{Clock: clock, Heartbeat: 200 * time.Millisecond, DRA: true})
 	if err != nil {
 		t.Fatal(err)
@@ -81,8 +79,8 @@ func TestDRADriver(t *testing.T) {
 	if len(inv.Problems) > 0 {
 		t.Errorf("inventory problems: %v", inv.Problems)
 	}
-	if inv.GPUs("n0") != 4 || inv.GPUs("m0") != 4 {
-		t.Errorf("GPUs published: n0 %d m0 %d, want 4 and 4", inv.GPUs("n0"), inv.GPUs("m0"))
+	if inv.GPUs("n0") != 4 || inv.GPUs("m0") != 2 {
+		t.Errorf("GPUs published: n0 %d m0 %d, want 4 and 2", inv.GPUs("n0"), inv.GPUs("m0"))
 	}
 	var migs int
 	for _, d := range inv.Node("m0") {
@@ -93,8 +91,8 @@ func TestDRADriver(t *testing.T) {
 			}
 		}
 	}
-	if migs != 28 { // seven 1g placements on each of four GPUs
-		t.Errorf("m0 publishes %d MIG devices, want 28", migs)
+	if migs != 7 { // seven 1g instances on one partitioned GPU
+		t.Errorf("m0 publishes %d MIG devices, want 7", migs)
 	}
 	for _, d := range inv.Node("n0") {
 		if d.Clique != "nvl-a" || !d.HasNUMA || d.PCIeRoot == "" || d.Product != "NVIDIA H100 80GB HBM3" || d.MemoryBytes != 81559<<20 {
@@ -180,6 +178,15 @@ func TestDRADriver(t *testing.T) {
 	mig, _ := pods.Get(ctx, "mig", metav1.GetOptions{})
 	if mig.Spec.NodeName != "m0" {
 		t.Errorf("mig placed on %s, only m0 has MIG devices", mig.Spec.NodeName)
+	}
+	var held []string
+	for _, g := range nodes.GPUs("m0") {
+		if g.Pod == "mig" {
+			held = append(held, g.Profile+"/"+g.Instance)
+		}
+	}
+	if len(held) != 1 || !strings.HasPrefix(held[0], "1g.10gb/") {
+		t.Errorf("exporter shows mig on %v, want one 1g.10gb instance", held)
 	}
 	// ext: nvidia.com/gpu served through the claim the scheduler made.
 	extPod, _ := pods.Get(ctx, "ext", metav1.GetOptions{})

@@ -118,6 +118,9 @@ type machine struct {
 	// partitioned GPUs partUUID names (mig.go).
 	mig      []migInstance
 	partUUID []string
+	// migDevice maps the DRA device name of each instance to its index in
+	// mig (dra.go); nil on a node without DRA.
+	migDevice map[string]int
 }
 
 // podRun is what the runner knows of a pod it admitted.
@@ -132,7 +135,6 @@ type podRun struct {
 	finishAt  time.Time // zero: runs until deleted
 	outcome   trace.Outcome
 	claims    []string // ResourceClaims whose devices the driver prepared
-	mig       []string // MIG devices the pod holds through DRA
 }
 
 // AddNodes registers nodes with the cluster, starts their exporters, the
@@ -515,18 +517,18 @@ func (n *Nodes) admit(ctx context.Context, key string, pod *corev1.Pod) error {
 		return n.patchStatus(ctx, pod, failedStatus(pod, now, "InvalidAnnotation", err.Error()))
 	}
 	m := n.machines[r.node]
-	var draGPUs []int
+	var draGPUs, draMIG []int
 	if m.dra {
 		// As the kubelet does, the pod starts once its claims are allocated
 		// and reserved for it and the driver has prepared their devices.
-		gpus, mig, claims, err := n.draDevices(ctx, pod)
+		gpus, mig, claims, err := n.draDevices(ctx, m, pod)
 		if err != nil {
 			return err
 		}
 		for _, c := range claims {
 			r.claims = append(r.claims, c.Name)
 		}
-		draGPUs, r.mig = gpus, mig
+		draGPUs, draMIG = gpus, mig
 		want = scoring.Request{GPUs: len(gpus)}
 		if err := n.markPrepared(ctx, pod.Namespace, r.claims, r.node, true); err != nil {
 			return err
@@ -548,7 +550,12 @@ func (n *Nodes) admit(ctx context.Context, key string, pod *corev1.Pod) error {
 		msg := fmt.Sprintf("Allocate failed: devices %v cannot serve %d GPUs (%d milli-GPU each): %v", devices, want.GPUs, want.TotalGPUMilli()/int64(want.GPUs), err)
 		return n.patchStatus(ctx, pod, failedStatus(pod, now, "UnexpectedAdmissionError", msg))
 	}
-	if r.mig, err = m.takeMIG(key, pod); err != nil {
+	if m.dra {
+		r.mig, err = m.holdMIG(key, draMIG)
+	} else {
+		r.mig, err = m.takeMIG(key, pod)
+	}
+	if err != nil {
 		m.gpus.Release(alloc)
 		n.mu.Unlock()
 		return n.patchStatus(ctx, pod, failedStatus(pod, now, "UnexpectedAdmissionError", "Allocate failed: "+err.Error()))
