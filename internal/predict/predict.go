@@ -53,12 +53,17 @@ var Levels = func() []string {
 	return out
 }()
 
+// The name levels carry the queue too, so every level knows at least what
+// the queue levels below it know: where job names say little (a trace's
+// jobs named by row number normalise to one name), a name level without the
+// queue would lump every queue's jobs of a size together and hide the
+// queue's own history, which the queue levels would have used.
 var levels = []level{
-	{"namespace/owner/name/gpus", func(f Features) (string, bool) {
-		return join(f.Namespace, f.Owner, f.Name, gpus(f)), f.Name != "" && f.Owner != ""
+	{"namespace/queue/owner/name/gpus", func(f Features) (string, bool) {
+		return join(f.Namespace, f.Queue, f.Owner, f.Name, gpus(f)), f.Name != "" && f.Owner != ""
 	}},
-	{"namespace/name/gpus", func(f Features) (string, bool) {
-		return join(f.Namespace, f.Name, gpus(f)), f.Name != ""
+	{"namespace/queue/name/gpus", func(f Features) (string, bool) {
+		return join(f.Namespace, f.Queue, f.Name, gpus(f)), f.Name != ""
 	}},
 	{"namespace/owner/gpus", func(f Features) (string, bool) {
 		return join(f.Namespace, f.Owner, gpus(f)), f.Owner != ""

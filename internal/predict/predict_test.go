@@ -30,8 +30,8 @@ func TestFallbackHierarchy(t *testing.T) {
 		want      time.Duration
 		wantLevel string
 	}{
-		{"exact", train, 4 * time.Hour, "namespace/owner/name/gpus"},
-		{"same job, another owner", Features{Namespace: "ml", Queue: "q", Owner: "cy", Name: "bert", GPUs: 8}, 4 * time.Hour, "namespace/name/gpus"},
+		{"exact", train, 4 * time.Hour, "namespace/queue/owner/name/gpus"},
+		{"same job, another owner", Features{Namespace: "ml", Queue: "q", Owner: "cy", Name: "bert", GPUs: 8}, 4 * time.Hour, "namespace/queue/name/gpus"},
 		{"same owner and shape, new name", Features{Namespace: "ml", Queue: "q", Owner: "ann", Name: "gpt", GPUs: 8}, 4 * time.Hour, "namespace/owner/gpus"},
 		{"queue and shape", Features{Namespace: "ml", Queue: "q", GPUs: 1}, 10 * time.Minute, "namespace/queue/gpus/priority"},
 		{"unseen shape falls to the queue", Features{Namespace: "ml", Queue: "q", GPUs: 4}, 0, "namespace/queue"},

@@ -24,8 +24,8 @@ func (e *env) publishRuns(set *schedplugins.Set, name, doc string, gpus map[stri
 	e.t.Helper()
 	tb := predict.Table{HalfLifeSeconds: 3600, MinSamples: 1, MaxEntries: 1000, DefaultSeconds: 3600}
 	for job, sec := range runs {
-		tb.Entries = append(tb.Entries, predict.TableEntry{Level: "namespace/name/gpus",
-			Key: ns + "/" + job + "/" + formatFloat(float64(gpus[job])), Seconds: sec, Weight: 1, Samples: 1})
+		tb.Entries = append(tb.Entries, predict.TableEntry{Level: "namespace/queue/name/gpus",
+			Key: ns + "//" + job + "/" + formatFloat(float64(gpus[job])), Seconds: sec, Weight: 1, Samples: 1})
 	}
 	b, err := json.Marshal(tb)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,8 +124,10 @@ func holder(t *testing.T, doc string, runs map[string]float64) *profilewatch.Hol
 	t.Helper()
 	tb := predict.Table{HalfLifeSeconds: 3600, MinSamples: 1, MaxEntries: 1000, DefaultSeconds: 3600}
 	for name, sec := range runs {
-		// The level keyed by normalised name and GPUs, as JobFeatures keys it.
-		tb.Entries = append(tb.Entries, predict.TableEntry{Level: "namespace/name/gpus", Key: name + "/1", Seconds: sec, Weight: 1, Samples: 1})
+		// The level keyed by queue (none here), normalised name and GPUs,
+		// as JobFeatures keys it.
+		ns, job, _ := strings.Cut(name, "/")
+		tb.Entries = append(tb.Entries, predict.TableEntry{Level: "namespace/queue/name/gpus", Key: ns + "//" + job + "/1", Seconds: sec, Weight: 1, Samples: 1})
 	}
 	b, err := json.Marshal(tb)
 	if err != nil {
