@@ -13,9 +13,7 @@
 package reservation
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/schedloop/schedloop/internal/podspec"
+	"github.com/schedloop/schedloop/internal/reasons"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
@@ -71,8 +70,7 @@ type Held struct {
 
 // Message is the Reserved Event's note.
 func (h *Held) Message() string {
-	return fmt.Sprintf("reserved %d node(s) from %s (predicted start): %s", len(h.Nodes),
-		h.Start.UTC().Format(time.RFC3339), strings.Join(h.Nodes, " "))
+	return reasons.Reservation{Start: h.Start, Nodes: h.Nodes}.String()
 }
 
 // Book is the scheduler's reservation book.
