@@ -150,7 +150,12 @@ const (
 	// WaitVolume: the pod's volumes cannot be bound or reached from any node
 	// (unbound PersistentVolumeClaims, volume node affinity, zones).
 	WaitVolume WaitCategory = "volume"
-	WaitOther  WaitCategory = "other"
+	// WaitReserved: the nodes the pod fits are reserved for a job ahead of
+	// it in the order (reservation and backfill) and the pod is predicted
+	// to run past the reservation's start. Like quota, a wait of policy:
+	// the GPUs may be idle meanwhile, held for the job ahead.
+	WaitReserved WaitCategory = "reserved"
+	WaitOther    WaitCategory = "other"
 )
 
 // AttemptResult is the outcome of one scheduling attempt for a pod.

@@ -90,8 +90,6 @@ func (p *Parser) Parse(msg string) FailedScheduling {
 		p.unparsed.Inc()
 	}
 	for r := range f.Reasons {
-		// A node reserved for a job ahead (reasons.Reserved) is schedloop's
-		// own reason with no category of its own: known, though other.
 		if _, own := reasons.Parse(r); !own && categorize(r) == schedloop.WaitOther {
 			p.unknownReasons.Inc()
 		}
@@ -256,6 +254,7 @@ var categoryPriority = []schedloop.WaitCategory{
 	schedloop.WaitQueueLimit,
 	schedloop.WaitQuota,
 	schedloop.WaitTopology,
+	schedloop.WaitReserved,
 	schedloop.WaitVolume,
 	schedloop.WaitInsufficientCPU,
 	schedloop.WaitTaintAffinity,
@@ -387,6 +386,8 @@ func categorize(reason string) schedloop.WaitCategory {
 			return schedloop.WaitQueueLimit
 		case reasons.KindTopology:
 			return schedloop.WaitTopology
+		case reasons.KindReserved:
+			return schedloop.WaitReserved
 		}
 	}
 	for _, r := range rules {

@@ -41,6 +41,16 @@ func TestParseFailedScheduling(t *testing.T) {
 			category: schedloop.WaitTopology, parsed: true,
 		},
 		{
+			name:  "nodes reserved for a job ahead",
+			msg:   "0/8 nodes are available: 5 reserved for ml/big, 3 Insufficient nvidia.com/gpu.",
+			total: 8,
+			reasons: map[string]int{
+				"reserved for ml/big":         5,
+				"Insufficient nvidia.com/gpu": 3,
+			},
+			category: schedloop.WaitReserved, parsed: true,
+		},
+		{
 			name:       "preemption suffix kept apart",
 			msg:        "0/64 nodes are available: 64 Insufficient nvidia.com/gpu. preemption: 0/64 nodes are available: 64 No preemption victims found for incoming pod.",
 			total:      64,

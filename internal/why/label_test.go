@@ -19,6 +19,8 @@ func TestLabelPodWideReasons(t *testing.T) {
 			"volumes: pod has unbound immediate PersistentVolumeClaims"},
 		{string(schedloop.WaitTaintAffinity), map[string]int{"node(s) had untolerated taint(s)": 5}, 5,
 			"taints/affinity: 5 node(s) had untolerated taint(s) (of 5 nodes)"},
+		{string(schedloop.WaitReserved), map[string]int{"reserved for ml/big": 5, "Insufficient nvidia.com/gpu": 3}, 8,
+			"reserved for a job ahead: 5 node(s) held for ml/big"},
 	} {
 		if got := Label(tt.category, tt.rs, tt.nodes, ""); got != tt.want {
 			t.Errorf("Label(%s, %v) = %q, want %q", tt.category, tt.rs, got, tt.want)

@@ -403,6 +403,7 @@ var titles = map[string]string{
 	string(schedloop.WaitPreemption):      "preemption",
 	string(schedloop.WaitQuota):           "waiting for quota",
 	string(schedloop.WaitVolume):          "volumes",
+	string(schedloop.WaitReserved):        "reserved for a job ahead",
 	string(schedloop.WaitOther):           "other",
 }
 
@@ -432,6 +433,8 @@ func Label(category string, rs map[string]int, totalNodes int, message string) s
 			return fmt.Sprintf("%s: queue %s at its %d-GPU limit", title, p.Name, p.Limit)
 		case p.Kind == reasons.KindTopology && category == string(schedloop.WaitTopology):
 			return fmt.Sprintf("%s: needs %d GPUs in one %s, largest free has %d", title, p.GPUs, p.Level, p.Largest)
+		case p.Kind == reasons.KindReserved && category == string(schedloop.WaitReserved):
+			return fmt.Sprintf("%s: %d node(s) held for %s/%s", title, rs[r], p.Namespace, p.Name)
 		}
 	}
 	if category == string(schedloop.WaitInsufficientGPU) {

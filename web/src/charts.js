@@ -34,6 +34,7 @@ export const REASON_COLORS = {
   topology: '#00838f',
   taint_affinity: '#558b2f',
   preemption: '#ef6c00',
+  reserved: '#f9a825',
   other: '#5d4037',
 }
 
