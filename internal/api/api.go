@@ -131,6 +131,7 @@ func Register(r *gin.Engine, st *store.Store, opts Options) {
 		"/profiles/diff": h.profileDiff,
 		"/profiles/:id":  h.profile,
 		"/gpus":          h.gpus,
+		"/reservations":  h.reservations,
 	} {
 		g.GET(path, fn)
 		g.HEAD(path, fn)
@@ -876,4 +877,35 @@ func (h *handler) gpus(c *gin.Context) {
 		}
 	}
 	c.JSON(http.StatusOK, gin.H{"gpus": out, "truncated": truncated})
+}
+
+// reservationJSON is one standing reservation.
+type reservationJSON struct {
+	Scheduler string            `json:"scheduler"`
+	Job       string            `json:"job"`
+	Pod       string            `json:"pod"`
+	GPUs      int               `json:"gpus"`
+	Nodes     []string          `json:"nodes"`
+	Domain    map[string]string `json:"domain"`
+	Start     time.Time         `json:"start"`
+	Since     time.Time         `json:"since"`
+	Planned   time.Time         `json:"planned"`
+}
+
+// reservations lists the reservations standing now, from the scheduler's
+// Reserved and ReservationReleased Events the collector stored.
+func (h *handler) reservations(c *gin.Context) {
+	ctx, cancel := h.ctx(c)
+	defer cancel()
+	rs, err := h.st.ActiveReservations(ctx)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out := make([]reservationJSON, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, reservationJSON{Scheduler: r.Scheduler, Job: r.Job, Pod: r.Pod, GPUs: r.GPUs, Nodes: r.Nodes,
+			Domain: r.Domain, Start: r.Start, Since: r.Since, Planned: r.Planned})
+	}
+	c.JSON(http.StatusOK, gin.H{"reservations": out})
 }

@@ -194,6 +194,9 @@ async function whyPage(params) {
       <button type="submit">search</button></form>
     <div id="results"></div>
     <div id="story"></div>
+    <section class="card"><h2>Reservations standing now <small>nodes held for a job ahead that cannot start yet; others may use them only if predicted to end before its start</small></h2>
+      <table data-testid="reservations"><thead><tr><th>job</th><th class="num">GPUs</th><th>nodes</th><th>domain</th><th>predicted start</th><th>held since</th></tr></thead><tbody></tbody></table>
+    </section>
     <section class="card"><h2>Top wait reasons across the cluster <small>pod-hours spent waiting, by reason</small></h2>
       <div class="split wide-first"><div class="chart"><canvas id="c-reasons"></canvas></div>
       <table data-testid="reason-totals"><thead><tr><th>reason</th><th class="num">pod-hours</th><th class="num">share</th></tr></thead><tbody></tbody></table></div>
@@ -203,7 +206,7 @@ async function whyPage(params) {
     const v = new FormData(e.target).get('q').trim()
     location.hash = '#/why?q=' + encodeURIComponent(v)
   })
-  const tasks = [clusterReasons()]
+  const tasks = [clusterReasons(), reservations()]
   if (q) tasks.push(showQuery(q, kind))
   await Promise.all(tasks)
 }
@@ -221,6 +224,17 @@ async function clusterReasons() {
     '<tr><td colspan="3">no pod waited in this range</td></tr>'
   charts.push(stackedColumns(main.querySelector('#c-reasons'), r.series.map((p) => ({ t: p.t, values: p.pod_hours })), cats,
     { colors: REASON_COLORS, titles, step: r.range.step, yTitle: 'pod-hours waiting' }))
+}
+
+async function reservations() {
+  const r = await get('/reservations')
+  const tbody = main.querySelector('[data-testid=reservations] tbody')
+  tbody.innerHTML = r.reservations.map((x) => `<tr data-job="${esc(x.job)}">
+    <td><a href="#/why?q=${encodeURIComponent(x.job)}">${esc(x.job)}</a></td><td class="num">${x.gpus || ''}</td>
+    <td>${x.nodes.map(esc).join(' ')}</td>
+    <td>${Object.entries(x.domain || {}).map(([k, v]) => `${esc(k)}=${esc(v)}`).join('<br>')}</td>
+    <td>${ts(x.start)}</td><td>${ts(x.since)}</td></tr>`).join('') ||
+    '<tr><td colspan="6">no reservation stands</td></tr>'
 }
 
 async function showQuery(q, kind) {
