@@ -97,11 +97,11 @@ func TestActiveReservationsReleasedOrUnreadable(t *testing.T) {
 	}
 }
 
-// Migration 00013 refiles attempts stored under other whose reservation
+// Migration 00014 refiles attempts stored under other whose reservation
 // reason covers the most nodes.
 func TestMigrationRefilesReservedWaits(t *testing.T) {
 	s := storetest.New(t)
-	if _, err := s.MigrateDownTo(ctx, 12); err != nil {
+	if _, err := s.MigrateDownTo(ctx, 13); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
