@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,12 +46,26 @@ type HostEngine struct {
 	cleanup    func()
 	fieldGroup godcgm.FieldHandle
 	gpus       []hostGPU
-	closeOnce  sync.Once
+	// instances are the MIG GPU instances DCGM knows (FE_GPU_I entities),
+	// watched through instanceGroup, which exists only when there are some.
+	instances     []hostInstance
+	instanceGroup *godcgm.GroupHandle
+	closeOnce     sync.Once
 }
 
 type hostGPU struct {
-	id   uint
-	uuid string
+	id          uint
+	uuid, model string
+}
+
+// hostInstance is one MIG GPU instance: its DCGM entity, its parent GPU and
+// the names dcgm-exporter gives it (GPU_I_ID is NVML's instance id,
+// GPU_I_PROFILE the instance's DCGM_FI_DEV_NAME, e.g. "1g.10gb").
+type hostInstance struct {
+	entity  uint
+	gpu     hostGPU
+	id      string
+	profile string
 }
 
 // StartHostEngine loads libdcgm, connects in the configured mode and starts
@@ -112,7 +127,10 @@ func (h *HostEngine) watch() error {
 		if err != nil {
 			return fmt.Errorf("read DCGM device info of GPU %d: %w", id, err)
 		}
-		h.gpus = append(h.gpus, hostGPU{id: id, uuid: dev.UUID})
+		h.gpus = append(h.gpus, hostGPU{id: id, uuid: dev.UUID, model: dev.Identifiers.Model})
+	}
+	if err := h.findInstances(); err != nil {
+		return err
 	}
 	name := "schedloop-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	h.fieldGroup, err = godcgm.FieldGroupCreate(name, hostEngineFields)
@@ -128,7 +146,115 @@ func (h *HostEngine) watch() error {
 		_ = godcgm.FieldGroupDestroy(h.fieldGroup)
 		return fmt.Errorf("watch DCGM fields every %s: %w", interval, err)
 	}
+	if len(h.instances) == 0 {
+		return nil
+	}
+	group, err := godcgm.CreateGroup(name)
+	if err == nil {
+		h.instanceGroup = &group
+		for _, in := range h.instances {
+			if err = godcgm.AddEntityToGroup(group, godcgm.FE_GPU_I, in.entity); err != nil {
+				err = fmt.Errorf("add GPU instance %s of %s: %w", in.id, in.gpu.uuid, err)
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = godcgm.WatchFieldsWithGroupEx(h.fieldGroup, group, interval.Microseconds(), 5*interval.Seconds(), 0)
+	}
+	if err != nil {
+		if h.instanceGroup != nil {
+			_ = godcgm.DestroyGroup(group)
+		}
+		_ = godcgm.FieldGroupDestroy(h.fieldGroup)
+		return fmt.Errorf("watch DCGM fields of %d MIG instances every %s: %w", len(h.instances), interval, err)
+	}
 	return nil
+}
+
+// findInstances reads the MIG hierarchy and the profile name of each GPU
+// instance, as dcgm-exporter does for its GPU_I_PROFILE label.
+func (h *HostEngine) findInstances() error {
+	hierarchy, err := godcgm.GetGPUInstanceHierarchy()
+	if err != nil {
+		return fmt.Errorf("read DCGM's MIG hierarchy: %w", err)
+	}
+	entries := hierarchy.EntityList[:min(hierarchy.Count, uint(len(hierarchy.EntityList)))]
+	var entities []godcgm.GroupEntityPair
+	for _, e := range entries {
+		if e.Entity.EntityGroupId == godcgm.FE_GPU_I {
+			entities = append(entities, e.Entity)
+		}
+	}
+	names := map[uint]string{}
+	if len(entities) > 0 {
+		values, err := godcgm.EntitiesGetLatestValues(entities, []godcgm.Short{godcgm.DCGM_FI_DEV_NAME}, godcgm.DCGM_FV_FLAG_LIVE_DATA)
+		if err != nil {
+			return fmt.Errorf("read the profile names of %d MIG instances: %w", len(entities), err)
+		}
+		for _, v := range values {
+			if v.Status == 0 && v.FieldType == godcgm.DCGM_FT_STRING {
+				names[v.EntityID] = v.String()
+			}
+		}
+	}
+	h.instances = migInstances(entries, h.gpus, names)
+	return nil
+}
+
+// migInstances lists the GPU instances of a MIG hierarchy under the GPUs
+// they belong to. An instance whose profile name DCGM did not give is named
+// by its compute slices ("<n>g"), which is all the idle split reads of it.
+func migInstances(entries []godcgm.MigHierarchyInfo_v2, gpus []hostGPU, names map[uint]string) []hostInstance {
+	var out []hostInstance
+	for _, e := range entries {
+		if e.Entity.EntityGroupId != godcgm.FE_GPU_I {
+			continue
+		}
+		i := slices.IndexFunc(gpus, func(g hostGPU) bool { return g.uuid == e.Info.GpuUuid })
+		if i < 0 {
+			i = slices.IndexFunc(gpus, func(g hostGPU) bool {
+				return e.Parent.EntityGroupId == godcgm.FE_GPU && g.id == e.Parent.EntityId
+			})
+		}
+		if i < 0 {
+			continue
+		}
+		profile := strings.TrimSpace(names[e.Entity.EntityId])
+		if profile == "" {
+			profile = strconv.FormatUint(uint64(e.Info.NvmlProfileSlices), 10) + "g"
+		}
+		out = append(out, hostInstance{entity: e.Entity.EntityId, gpu: gpus[i],
+			id: strconv.FormatUint(uint64(e.Info.NvmlInstanceId), 10), profile: profile})
+	}
+	return out
+}
+
+// labels are the labels dcgm-exporter would print on the series of gpu,
+// or of its instance in when in is not nil.
+func (h *HostEngine) labels(gpu hostGPU, in *hostInstance) labelFunc {
+	index := strconv.FormatUint(uint64(gpu.id), 10)
+	return func(name string) string {
+		switch name {
+		case labelUUID:
+			return gpu.uuid
+		case labelGPU:
+			return index
+		case labelHostname:
+			return h.cfg.Node
+		case labelModel:
+			return gpu.model
+		case labelGPUInstance:
+			if in != nil {
+				return in.id
+			}
+		case labelGPUProfile:
+			if in != nil {
+				return in.profile
+			}
+		}
+		return ""
+	}
 }
 
 // Collect implements Source. A field DCGM reports as blank or unsupported
@@ -146,37 +272,45 @@ func (h *HostEngine) Collect(ctx context.Context) ([]schedloop.GPUSample, error)
 			errs = append(errs, fmt.Errorf("read DCGM fields of GPU %d (%s): %w", g.id, g.uuid, err))
 			continue
 		}
-		index := strconv.FormatUint(uint64(g.id), 10)
-		label := func(name string) string {
-			switch name {
-			case labelUUID:
-				return g.uuid
-			case labelGPU:
-				return index
-			case labelHostname:
-				return h.cfg.Node
-			}
-			return ""
+		errs = append(errs, addValues(set, values, h.labels(g, nil))...)
+	}
+	// A partitioned GPU's instances are samples of their own under the
+	// GPU's UUID, as dcgm-exporter prints them.
+	for i := range h.instances {
+		in := &h.instances[i]
+		if err := ctx.Err(); err != nil {
+			return set.sorted(), err
 		}
-		// All fields of one GPU share the newest timestamp so they merge
-		// into one sample.
-		var at time.Time
-		for _, v := range values {
-			if t := time.UnixMicro(v.TS); v.Status == 0 && t.After(at) {
-				at = t
-			}
+		values, err := godcgm.EntityGetLatestValues(godcgm.FE_GPU_I, in.entity, hostEngineFields)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read DCGM fields of MIG instance %s of GPU %d (%s): %w", in.id, in.gpu.id, in.gpu.uuid, err))
+			continue
 		}
-		for _, v := range values {
-			f, ok := fieldValue(v)
-			if !ok {
-				continue
-			}
-			if err := set.add(hostEngineMetric[v.FieldID], label, f, at); err != nil {
-				errs = append(errs, err)
-			}
-		}
+		errs = append(errs, addValues(set, values, h.labels(in.gpu, in))...)
 	}
 	return set.sorted(), errors.Join(errs...)
+}
+
+// addValues adds one entity's field values to set as one sample: all its
+// fields take the newest timestamp among them so they merge.
+func addValues(set *sampleSet, values []godcgm.FieldValue_v1, label labelFunc) []error {
+	var at time.Time
+	for _, v := range values {
+		if t := time.UnixMicro(v.TS); v.Status == 0 && t.After(at) {
+			at = t
+		}
+	}
+	var errs []error
+	for _, v := range values {
+		f, ok := fieldValue(v)
+		if !ok {
+			continue
+		}
+		if err := set.add(hostEngineMetric[v.FieldID], label, f, at); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // fieldValue converts a DCGM value, rejecting blanks and error sentinels.
@@ -205,8 +339,13 @@ func fieldValue(v godcgm.FieldValue_v1) (float64, bool) {
 func (h *HostEngine) Close() error {
 	var err error
 	h.closeOnce.Do(func() {
+		if h.instanceGroup != nil {
+			if e := godcgm.DestroyGroup(*h.instanceGroup); e != nil {
+				err = fmt.Errorf("destroy DCGM group of MIG instances: %w", e)
+			}
+		}
 		if e := godcgm.FieldGroupDestroy(h.fieldGroup); e != nil {
-			err = fmt.Errorf("destroy DCGM field group: %w", e)
+			err = errors.Join(err, fmt.Errorf("destroy DCGM field group: %w", e))
 		}
 		h.cleanup()
 	})
