@@ -90,14 +90,17 @@ const (
 	NotStarted State = "not-started"
 )
 
+// Never is a start that did not come in a run.
+const Never = time.Duration(math.MaxInt64)
+
 // Estimate is one pending job's expected start, measured from the
 // snapshot.
 type Estimate struct {
 	Job   string
 	State State
 	// P10, P50, P90 are quantiles of the start over the runs (zero: it
-	// starts at once). Meaningful when State is Starts; P90 is
-	// math.MaxInt64 when the job did not start in a tenth of the runs.
+	// starts at once). Meaningful when State is Starts; P90 is Never when
+	// the job did not start in a tenth of the runs.
 	P10, P50, P90 time.Duration
 	// Nodes are the nodes the job takes in the run whose start is the
 	// median.
@@ -267,7 +270,7 @@ func summarise(snap Snapshot, base []sim.Job, results []sim.Result, i int) Estim
 	starts := make([]start, len(results))
 	for r, res := range results {
 		o := res.Jobs[i]
-		at := time.Duration(math.MaxInt64)
+		at := Never
 		if o.State == sim.Done {
 			at = o.Start
 		}
@@ -276,7 +279,7 @@ func summarise(snap Snapshot, base []sim.Job, results []sim.Result, i int) Estim
 	slices.SortFunc(starts, func(a, b start) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.run, b.run)) })
 	q := func(p float64) start { return starts[min(int(p*float64(len(starts))), len(starts)-1)] }
 	e.P10, e.P50, e.P90 = q(0.1).at, q(0.5).at, q(0.9).at
-	if e.P50 == math.MaxInt64 {
+	if e.P50 == Never {
 		e.State = NotStarted
 		e.Reason = "in most runs it had not started when every other job had ended: what it waits for never frees"
 		return e

@@ -32,20 +32,31 @@ func JobsFromHistory(jobs []schedloop.Job, origin, until time.Time, util float64
 		if end.IsZero() || end.After(until) {
 			end = until
 		}
-		r := scoring.Request{GPUs: j.GPUsPerMember, CPUMilli: j.CPUMilliPerMember, MemoryMiB: j.MemoryMiBPerMember,
-			GPUModels: slices.Clone(j.GPUModels)}
-		if len(r.GPUModels) == 0 {
-			r.GPUModels = nil
-		}
-		if j.GPUMilliPerMember > 0 && j.GPUMilliPerMember < scoring.MilliPerGPU {
-			r.GPUs, r.GPUMilli = 1, j.GPUMilliPerMember
-		}
-		out = append(out, sim.Job{Name: j.Namespace + "/" + j.Name, Arrival: max(j.Created.Sub(origin), 0),
-			Duration: max(end.Sub(began), 0), Members: max(j.MinMember, 1), Request: r, Queue: j.Queue,
-			Priority: j.Priority, Util: util})
+		sj := JobOf(j, util)
+		sj.Arrival, sj.Duration = max(j.Created.Sub(origin), 0), max(end.Sub(began), 0)
+		out = append(out, sj)
 	}
 	return out
 }
+
+// JobOf is a stored job as a replay sees it, without arrival or run time:
+// named namespace/name, each member asking for the stored request shape.
+func JobOf(j schedloop.Job, util float64) sim.Job {
+	r := scoring.Request{GPUs: j.GPUsPerMember, CPUMilli: j.CPUMilliPerMember, MemoryMiB: j.MemoryMiBPerMember,
+		GPUModels: slices.Clone(j.GPUModels)}
+	if len(r.GPUModels) == 0 {
+		r.GPUModels = nil
+	}
+	if j.GPUMilliPerMember > 0 && j.GPUMilliPerMember < scoring.MilliPerGPU {
+		r.GPUs, r.GPUMilli = 1, j.GPUMilliPerMember
+	}
+	return sim.Job{Name: j.Namespace + "/" + j.Name, Members: max(j.MinMember, 1), Request: r, Queue: j.Queue,
+		Priority: j.Priority, Util: util}
+}
+
+// Began is when a stored job began running: admission, else start, else
+// its first binding; zero when it has not.
+func Began(j schedloop.Job) time.Time { return firstSet(j.Admitted, j.Started, j.FirstScheduled) }
 
 func firstSet(ts ...time.Time) time.Time {
 	for _, t := range ts {

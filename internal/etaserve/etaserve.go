@@ -1,0 +1,310 @@
+// Package etaserve answers "when will my job start?" and "what if …?" for a
+// live cluster: it builds internal/eta's snapshot from what the collector
+// stored (ready nodes, open jobs with the nodes their members hold, the
+// applied profile) and predicts run times with a predictor it teaches from
+// the finished jobs, predicting each before learning from it, so the error
+// it measures is the error it makes.
+//
+// It reads the database and nothing else: it must never write to the
+// database or the cluster, and holds no rule of its own (every start it
+// reports is the simulator's, so internal/scoring's).
+package etaserve
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	schedloop "github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/eta"
+	"github.com/schedloop/schedloop/internal/predict"
+	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/sim"
+	"github.com/schedloop/schedloop/internal/store"
+	"github.com/schedloop/schedloop/internal/tuner"
+)
+
+// Service builds snapshots and answers estimates.
+type Service struct {
+	Store *store.Store
+	// Levels are the topology label keys, outermost first, as the
+	// scheduler's profile names them.
+	Levels []string
+	// History is how far back finished jobs teach the predictor and open
+	// jobs are read; zero means DefaultHistory.
+	History time.Duration
+	// Runs and Seed are the estimate's (eta.Options).
+	Runs int
+	Seed uint64
+	// HighPriority is the priority at or above which a job may preempt,
+	// as the scheduler's profile has it (0: every job above the lowest).
+	HighPriority int32
+	Now          func() time.Time
+}
+
+// DefaultHistory: two weeks of finished jobs are enough for the predictor's
+// week-long half-life.
+const DefaultHistory = 14 * 24 * time.Hour
+
+// JobETA is one pending job's estimate.
+type JobETA struct {
+	UID       string    `json:"uid"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	Queue     string    `json:"queue"`
+	Priority  int32     `json:"priority"`
+	Members   int       `json:"members"`
+	GPUs      float64   `json:"gpus"`
+	Created   time.Time `json:"created"`
+	State     eta.State `json:"state"`
+	// The start's quantiles, as times and as seconds from the estimate
+	// (null when the job is not expected to start).
+	P10         *time.Time `json:"p10,omitempty"`
+	P50         *time.Time `json:"p50,omitempty"`
+	P90         *time.Time `json:"p90,omitempty"`
+	WaitP50Secs *float64   `json:"wait_p50_seconds,omitempty"`
+	WaitP90Secs *float64   `json:"wait_p90_seconds,omitempty"`
+	// PredictedRunSecs is the predicted run time the estimate used.
+	PredictedRunSecs float64  `json:"predicted_run_seconds"`
+	Nodes            []string `json:"nodes,omitempty"`
+	WaitsFor         []string `json:"waits_for,omitempty"`
+	Reason           string   `json:"reason,omitempty"`
+}
+
+// Answer is every pending job's estimate at one instant.
+type Answer struct {
+	At      time.Time `json:"at"`
+	Profile string    `json:"profile"`
+	Runs    int       `json:"runs"`
+	Running int       `json:"running"`
+	// ErrorSamples is how many finished jobs measured the predictor's
+	// error (below eta.MinErrorSamples the default error is assumed).
+	ErrorSamples int      `json:"error_samples"`
+	Jobs         []JobETA `json:"jobs"`
+}
+
+// Change alters the snapshot before the estimate: a what-if.
+type Change struct {
+	// Add is a job that is not submitted, estimated as if submitted now.
+	Add *schedloop.Job
+	// QueueLimits replace the profile's limits of the queues named.
+	QueueLimits map[string]scoring.QueueLimit
+	// Drain removes these nodes; the jobs running on them are left out.
+	Drain []string
+}
+
+// snapshot is a built snapshot with the stored jobs behind it.
+type snapshot struct {
+	snap    eta.Snapshot
+	opt     eta.Options
+	jobs    []store.OpenJob // aligned with snap.Jobs
+	profile string
+	running int
+	samples int
+}
+
+// Pending estimates every pending job.
+func (s *Service) Pending(ctx context.Context) (Answer, error) {
+	b, err := s.build(ctx, Change{})
+	if err != nil {
+		return Answer{}, err
+	}
+	return s.answer(ctx, b)
+}
+
+// WhatIf estimates the snapshot changed by c; with c.Add, only the added
+// job's estimate is returned.
+func (s *Service) WhatIf(ctx context.Context, c Change) (Answer, error) {
+	b, err := s.build(ctx, c)
+	if err != nil {
+		return Answer{}, err
+	}
+	a, err := s.answer(ctx, b)
+	if err != nil || c.Add == nil {
+		return a, err
+	}
+	a.Jobs = slices.DeleteFunc(a.Jobs, func(j JobETA) bool { return j.UID != c.Add.UID })
+	return a, nil
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Service) build(ctx context.Context, c Change) (snapshot, error) {
+	now := s.now()
+	since := now.Add(-cmp.Or(s.History, DefaultHistory))
+	nodes, err := s.Store.ListNodes(ctx)
+	if err != nil {
+		return snapshot{}, err
+	}
+	drained := map[string]bool{}
+	for _, n := range c.Drain {
+		drained[n] = true
+	}
+	ready := nodes[:0:0]
+	for _, n := range nodes {
+		if n.Ready && !drained[n.Name] {
+			ready = append(ready, n)
+		}
+	}
+	if len(ready) == 0 {
+		return snapshot{}, fmt.Errorf("estimate: no ready node is stored (after %d drained)", len(c.Drain))
+	}
+	cluster := tuner.ClusterFromNodes(ready, s.Levels)
+	params, name := scoring.DefaultParams(), "default"
+	if p, err := s.Store.AppliedProfile(ctx); err == nil {
+		params, name = profile.FromDomain(p).Params(), p.Name
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return snapshot{}, err
+	}
+	if len(c.QueueLimits) > 0 {
+		params = params.Clone()
+		if params.Queues == nil {
+			params.Queues = map[string]scoring.QueueLimit{}
+		}
+		for q, l := range c.QueueLimits {
+			params.Queues[q] = l
+		}
+		if err := params.Validate(); err != nil {
+			return snapshot{}, fmt.Errorf("what-if: %w", err)
+		}
+	}
+	history, err := s.Store.JobHistory(ctx, since, now)
+	if err != nil {
+		return snapshot{}, err
+	}
+	pred, obs, err := learn(history, now)
+	if err != nil {
+		return snapshot{}, err
+	}
+	open, err := s.Store.OpenJobs(ctx, since)
+	if err != nil {
+		return snapshot{}, err
+	}
+	if c.Add != nil {
+		add := *c.Add
+		add.Created, add.Phase = now, schedloop.PhasePending
+		open = append(open, store.OpenJob{Job: add})
+	}
+	b := snapshot{profile: name, opt: eta.Options{Runs: s.Runs, Seed: s.Seed}}
+	b.snap = eta.Snapshot{Cluster: cluster, Config: sim.Config{Params: params, Preemption: true, HighPriority: s.HighPriority}}
+	for _, oj := range open {
+		j := tuner.JobOf(oj.Job, 1)
+		j.Predicted = predictFor(pred, oj.Job)
+		ej := eta.Job{Job: j}
+		began := cmp.Or(oj.Admitted, oj.Started)
+		switch {
+		case !began.IsZero() && len(oj.Nodes) >= j.Members:
+			if slices.ContainsFunc(oj.Nodes, func(n string) bool { return drained[n] }) {
+				// Drained with its node: it is not part of the changed cluster.
+				continue
+			}
+			ej.RunningOn, ej.Elapsed = oj.Nodes[:j.Members], max(now.Sub(began), 0)
+			obs = append(obs, eta.Observation{Predicted: j.Predicted, Ran: ej.Elapsed})
+			b.running++
+		case !began.IsZero():
+			// Members ended or are unknown: what it holds cannot be
+			// placed, and it is not waiting either.
+			continue
+		default:
+			ej.Queued = max(now.Sub(oj.Created), 0)
+		}
+		b.snap.Jobs = append(b.snap.Jobs, ej)
+		b.jobs = append(b.jobs, oj)
+	}
+	b.opt.Errors = eta.NewErrorModel(obs)
+	for _, o := range obs {
+		if o.Finished {
+			b.samples++
+		}
+	}
+	return b, nil
+}
+
+func (s *Service) answer(ctx context.Context, b snapshot) (Answer, error) {
+	at := s.now()
+	a := Answer{At: at, Profile: b.profile, Runs: cmp.Or(b.opt.Runs, eta.DefaultRuns), Running: b.running, ErrorSamples: b.samples, Jobs: []JobETA{}}
+	est, err := eta.Forecast(ctx, b.snap, b.opt)
+	if err != nil {
+		return Answer{}, err
+	}
+	k := 0
+	for i, sj := range b.snap.Jobs {
+		if sj.Running() {
+			continue
+		}
+		e, oj := est[k], b.jobs[i]
+		k++
+		je := JobETA{UID: oj.UID, Namespace: oj.Namespace, Name: oj.Name, Queue: oj.Queue, Priority: oj.Priority,
+			Members: sj.Members, GPUs: float64(sj.DemandMilli()) / scoring.MilliPerGPU, Created: oj.Created, State: e.State,
+			PredictedRunSecs: sj.Predicted.Seconds(), Nodes: e.Nodes, WaitsFor: e.WaitsFor, Reason: e.Reason}
+		if e.State == eta.Starts {
+			je.P10, je.P50 = timeAt(at, e.P10), timeAt(at, e.P50)
+			p50 := e.P50.Seconds()
+			je.WaitP50Secs = &p50
+			if e.P90 != eta.Never {
+				je.P90 = timeAt(at, e.P90)
+				p90 := e.P90.Seconds()
+				je.WaitP90Secs = &p90
+			}
+		}
+		a.Jobs = append(a.Jobs, je)
+	}
+	return a, nil
+}
+
+func timeAt(at time.Time, d time.Duration) *time.Time {
+	t := at.Add(d).UTC()
+	return &t
+}
+
+// learn teaches a predictor from the finished jobs in the order they
+// finished, predicting each before observing it: the pairs are the error
+// the predictor makes on jobs it has not seen.
+func learn(history []schedloop.Job, now time.Time) (*predict.Predictor, []eta.Observation, error) {
+	p, err := predict.New(predict.DefaultOptions())
+	if err != nil {
+		return nil, nil, err
+	}
+	var done []schedloop.Job
+	for _, j := range history {
+		if !j.Finished.IsZero() && !j.Finished.After(now) && !tuner.Began(j).IsZero() {
+			done = append(done, j)
+		}
+	}
+	slices.SortStableFunc(done, func(a, b schedloop.Job) int { return a.Finished.Compare(b.Finished) })
+	obs := make([]eta.Observation, 0, len(done))
+	origin := now.Add(-DefaultHistory * 10)
+	for _, j := range done {
+		ran := j.Finished.Sub(tuner.Began(j))
+		if ran <= 0 {
+			continue
+		}
+		f := features(j)
+		predicted, _ := p.Predict(f)
+		obs = append(obs, eta.Observation{Predicted: predicted, Ran: ran, Finished: true})
+		p.Observe(f, ran, j.Finished.Sub(origin))
+	}
+	return p, obs, nil
+}
+
+// features are what a job's submission carries, as the tuner's history
+// predictor keys stored jobs.
+func features(j schedloop.Job) predict.Features {
+	sj := tuner.JobOf(j, 1)
+	return predict.JobFeatures(sj.Name, sj.Queue, sj.DemandMilli(), sj.Priority)
+}
+
+func predictFor(p *predict.Predictor, j schedloop.Job) time.Duration {
+	d, _ := p.Predict(features(j))
+	return d
+}
+
