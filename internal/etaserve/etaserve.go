@@ -307,4 +307,3 @@ func predictFor(p *predict.Predictor, j schedloop.Job) time.Duration {
 	d, _ := p.Predict(features(j))
 	return d
 }
-
