@@ -229,3 +229,51 @@ func TestInventoryKeepsInstances(t *testing.T) {
 		t.Errorf("RecordGPUs(%+v) error = %v, want one naming the profile", bad, err)
 	}
 }
+
+// A pod holding two 1g instances of one GPU is attributed to each instance,
+// with its profile and share, and holds two devices, not one GPU.
+func TestPodAttributedToEachInstance(t *testing.T) {
+	s := storeWithNode(t)
+	m0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	pod := schedloop.Pod{UID: "uid-1", Namespace: "ml", Name: "pair", Node: "n1", Created: m0, Scheduled: m0, Started: m0, Phase: schedloop.PhaseRunning}
+	if err := s.UpsertPods(ctx, []schedloop.Pod{pod}); err != nil {
+		t.Fatal(err)
+	}
+	var samples []schedloop.GPUSample
+	for i := range 3 {
+		at := m0.Add(time.Duration(i) * time.Minute)
+		samples = append(samples, schedloop.GPUSample{Time: at, GPUUUID: "GPU-mig", Node: "n1", GrEngineActive: 0.5})
+		for inst, active := range map[string]float64{"7": 0.9, "8": 0.01} {
+			samples = append(samples, schedloop.GPUSample{Time: at, GPUUUID: "GPU-mig", Node: "n1", PodNamespace: "ml", PodName: "pair",
+				GrEngineActive: active, GPUInstance: inst, GPUInstanceProfile: "1g.10gb", ComputeShare: 1.0 / 7})
+		}
+	}
+	if _, err := s.CopyGPUSamples(ctx, samples); err != nil {
+		t.Fatal(err)
+	}
+	rollUp(t, s, m0, m0.Add(3*time.Minute))
+	gpus, err := s.PodGPUs(ctx, pod.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gpus) != 2 {
+		t.Fatalf("PodGPUs = %+v, want instances 7 and 8 of GPU-mig", gpus)
+	}
+	for i, want := range []struct {
+		instance string
+		active   float64
+	}{{"7", 0.9}, {"8", 0.01}} {
+		g := gpus[i]
+		if g.GPUUUID != "GPU-mig" || g.GPUInstance != want.instance || g.GPUInstanceProfile != "1g.10gb" ||
+			math.Abs(g.ComputeShare-1.0/7) > 1e-6 || g.Minutes != 3 || math.Abs(g.GrEngineActiveAvg-want.active) > 1e-6 {
+			t.Errorf("PodGPUs[%d] = %+v, want instance %s (1g.10gb, 1/7) for 3 minutes at %.2f", i, g, want.instance, want.active)
+		}
+	}
+	act, err := s.PodGPUActivity(ctx, "ml", []string{"pair"}, m0, m0.Add(3*time.Minute), 3*time.Minute, store.DefaultIdleThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(act) != 1 || act[0].GPUs != 2 || act[0].IdleMinutes != 3 {
+		t.Errorf("PodGPUActivity = %+v, want one bucket of 2 devices with 3 idle instance-minutes", act)
+	}
+}

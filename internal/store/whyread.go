@@ -134,7 +134,8 @@ func (s *Store) PodsOfJob(ctx context.Context, jobUID string) ([]schedloop.Pod, 
 // ActivityPoint is the GPU activity of a set of pods in one bucket.
 type ActivityPoint struct {
 	Time time.Time
-	// GPUs is how many distinct GPUs the pods held in the bucket.
+	// GPUs is how many distinct devices the pods held in the bucket: whole
+	// GPUs and MIG instances, each instance one device.
 	GPUs int
 	// Active is the mean engine activity (0..1; utilization for GPUs without
 	// profiling metrics) over those GPU-minutes.
@@ -148,7 +149,7 @@ type ActivityPoint struct {
 func (s *Store) PodGPUActivity(ctx context.Context, namespace string, pods []string, from, to time.Time, step time.Duration, threshold float64) ([]ActivityPoint, error) {
 	step = max(step.Truncate(time.Minute), time.Minute)
 	rows, err := s.pool.Query(ctx, `
-		SELECT date_bin($5::interval, minute, $3), count(DISTINCT gpu_uuid),
+		SELECT date_bin($5::interval, minute, $3), count(DISTINCT (gpu_uuid, gpu_instance)),
 		       avg(greatest(gr_engine_active_avg, gpu_util_avg / 100)),
 		       count(*) FILTER (WHERE greatest(gr_engine_active_avg, gpu_util_avg / 100) < $6)
 		FROM gpu_minutes
