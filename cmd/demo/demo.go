@@ -52,6 +52,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	if c.surveyEvery > 0 {
+		return survey(c, stdout)
+	}
 	_, err = demo(ctx, c, stdout, stderr)
 	if err != nil && ctx.Err() != nil {
 		fmt.Fprintln(stdout, "interrupted; everything stopped")

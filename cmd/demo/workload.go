@@ -27,6 +27,15 @@ const HighPriority = 1
 //
 // Queues (Philly's virtual clusters), sizes and the rest are the trace's.
 func loadWorkload(c config) ([]trace.Job, error) {
+	all, err := loadTrace(c)
+	if err != nil {
+		return nil, err
+	}
+	return sliceJobs(all, c)
+}
+
+// loadTrace reads -trace whole.
+func loadTrace(c config) ([]trace.Job, error) {
 	if _, err := os.Stat(c.tracePath); err != nil {
 		hint := ""
 		if c.tracePath == DefaultTrace {
@@ -38,9 +47,10 @@ func loadWorkload(c config) ([]trace.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flag -trace: %w", err)
 	}
-	return sliceJobs(all, c)
+	return all, nil
 }
 
+// sliceJobs cuts the slice from all (which it sorts by arrival in place).
 func sliceJobs(all []trace.Job, c config) ([]trace.Job, error) {
 	trace.SortByArrival(all)
 	if c.skip+c.jobs > len(all) {

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/schedloop/schedloop/internal/predict"
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/sim"
+	"github.com/schedloop/schedloop/internal/tuner"
+)
+
+// surveyWindow is one window's replays in the simulator.
+type surveyWindow struct {
+	skip int
+	// stock is the window under the -before-profile; service and exact the
+	// same profile ordering by shortest service, predicted from a table
+	// fitted on the window and from the exact run times.
+	stock, service, exact sim.Metrics
+}
+
+func (w surveyWindow) queueShare() float64 {
+	if w.stock.MeanJCT == 0 {
+		return 0
+	}
+	return w.stock.MeanWait / w.stock.MeanJCT
+}
+
+func relChange(before, after float64) float64 {
+	if before == 0 {
+		return 0
+	}
+	return after/before - 1
+}
+
+// heavyQueueShare splits the survey's windows: those queueing for at least
+// this share of JCT under the stock profile are the heavily contended ones,
+// where order is expected to matter most.
+const heavyQueueShare = 0.6
+
+// survey replays, without a cluster, every window of -jobs jobs that starts
+// at every -survey-every'th job of the trace, cut as the loop cuts its
+// slice (loadWorkload's rules), and prints how much ordering by shortest
+// service changes each window's mean JCT: where in a trace queue order can
+// move the loop's headline number at all.
+func survey(c config, out io.Writer) error {
+	all, err := loadTrace(c)
+	if err != nil {
+		return err
+	}
+	start, err := beforeProfile(c)
+	if err != nil {
+		return err
+	}
+	inv, err := inventory(c)
+	if err != nil {
+		return err
+	}
+	cluster := sim.NewCluster(inv)
+	stock := tuner.FromDocument(start).Params
+	ordered := stock.Clone()
+	ordered.Order = scoring.OrderShortestService
+	fmt.Fprintf(out, "survey of %s: windows of %d jobs starting every %d jobs, arrivals %gx closer, on %d nodes x %d GPUs, under %s and the same ordered by shortest service\n",
+		c.tracePath, c.jobs, c.surveyEvery, c.compress, c.nodes, c.gpus, start.Name)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "skip\tstock mean JCT (s)\tqueueing share\tidle share\tshortest service, predicted: mean JCT\tidle share\texact run times: mean JCT\t")
+	var windows []surveyWindow
+	for skip := 0; skip+c.jobs <= len(all); skip += c.surveyEvery {
+		wc := c
+		wc.skip = skip
+		tj, err := sliceJobs(all, wc)
+		if err != nil {
+			return err
+		}
+		jobs := sim.JobsFromTrace(tj)
+		for i := range jobs {
+			// Stored history names jobs namespace/name; one namespace.
+			jobs[i].Name = "survey/" + jobs[i].Name
+		}
+		table := tuner.FitPredictor(jobs)
+		run := func(p scoring.Params, exact bool) (sim.Metrics, error) {
+			cfg := sim.Config{Params: p, Preemption: true, HighPriority: HighPriority,
+				Workload: scoring.TypicalWorkload(sim.Requests(jobs), 0.95)}
+			js := slices.Clone(jobs)
+			if exact {
+				for i := range js {
+					js[i].Predicted = js[i].Duration
+				}
+			} else {
+				pr, err := predict.FromTable(table)
+				if err != nil {
+					return sim.Metrics{}, err
+				}
+				cfg.Predictor = tuner.TablePredictor{P: pr}
+			}
+			r, err := sim.Run(cluster, js, cfg)
+			return r.Metrics, err
+		}
+		sw := surveyWindow{skip: skip}
+		for _, x := range []struct {
+			m     *sim.Metrics
+			p     scoring.Params
+			exact bool
+		}{{&sw.stock, stock, false}, {&sw.service, ordered, false}, {&sw.exact, ordered, true}} {
+			if *x.m, err = run(x.p, x.exact); err != nil {
+				return fmt.Errorf("window after %d jobs: %w", skip, err)
+			}
+		}
+		windows = append(windows, sw)
+		fmt.Fprintf(w, "%d\t%.0f\t%.0f%%\t%.1f%%\t%+.1f%%\t%.1f%%\t%+.1f%%\t\n", skip, sw.stock.MeanJCT, 100*sw.queueShare(), 100*sw.stock.GPUIdleShare,
+			100*relChange(sw.stock.MeanJCT, sw.service.MeanJCT), 100*sw.service.GPUIdleShare, 100*relChange(sw.stock.MeanJCT, sw.exact.MeanJCT))
+	}
+	w.Flush()
+	if len(windows) == 0 {
+		return fmt.Errorf("flags -jobs/-survey-every: the trace's %d jobs hold no window of %d", len(all), c.jobs)
+	}
+	writeSurveySummary(out, windows)
+	return nil
+}
+
+// writeSurveySummary prints the quantiles of the mean JCT changes and their
+// means over the heavily contended windows and the rest.
+func writeSurveySummary(w io.Writer, windows []surveyWindow) {
+	for _, k := range []struct {
+		name string
+		of   func(surveyWindow) sim.Metrics
+	}{{"predicted", func(s surveyWindow) sim.Metrics { return s.service }}, {"exact run times", func(s surveyWindow) sim.Metrics { return s.exact }}} {
+		var all, heavy, rest []float64
+		quarter := 0
+		for _, s := range windows {
+			ch := relChange(s.stock.MeanJCT, k.of(s).MeanJCT)
+			all = append(all, ch)
+			if ch <= -0.25 {
+				quarter++
+			}
+			if s.queueShare() >= heavyQueueShare {
+				heavy = append(heavy, ch)
+			} else {
+				rest = append(rest, ch)
+			}
+		}
+		slices.Sort(all)
+		at := func(q float64) float64 { return all[int(q*float64(len(all)-1))] }
+		fmt.Fprintf(w, "shortest service, %s: mean JCT change over %d windows: median %+.1f%%, first quartile %+.1f%%, first decile %+.1f%%, best %+.1f%%; 25%% or more lower in %d\n",
+			k.name, len(all), 100*at(0.5), 100*at(0.25), 100*at(0.1), 100*all[0], quarter)
+		fmt.Fprintf(w, "  windows queueing for %.0f%% of JCT or more under the stock profile: %d, mean change %s; the others: %d, mean change %s\n",
+			100*heavyQueueShare, len(heavy), meanChange(heavy), len(rest), meanChange(rest))
+	}
+}
+
+func meanChange(v []float64) string {
+	if len(v) == 0 {
+		return "n/a"
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return fmt.Sprintf("%+.1f%%", 100*s/float64(len(v)))
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSurveyReplaysEveryWindow surveys the committed slice: one line per
+// window that fits, the summary over all of them, and bad flags refused.
+func TestSurveyReplaysEveryWindow(t *testing.T) {
+	trace := filepath.Join("..", "..", DefaultTrace)
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"-short", "-survey-every", "35", "-trace", trace}, func(string) string { return "" }, &out, &errOut); err != nil {
+		t.Fatalf("survey: %v\n%s", err, errOut.String())
+	}
+	t.Log(out.String())
+	// 150 jobs, windows of 80 starting every 35: after 0, 35 and 70.
+	var skips []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(l); len(f) == 7 && strings.HasSuffix(f[2], "%") {
+			skips = append(skips, f[0])
+		}
+	}
+	if strings.Join(skips, ",") != "0,35,70" {
+		t.Errorf("windows after %v jobs, want 0, 35 and 70:\n%s", skips, out.String())
+	}
+	if !strings.Contains(out.String(), "over 3 windows") || !strings.Contains(out.String(), "exact run times: mean JCT change over 3 windows") {
+		t.Errorf("no summary over the 3 windows:\n%s", out.String())
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-survey-every", "-1"}, "flag -survey-every: -1 is negative"},
+		{[]string{"-survey-every", "10", "-jobs", "200", "-trace", trace}, "no window of 200"},
+	} {
+		err := run(t.Context(), tc.args, func(string) string { return "" }, &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%v) = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
