@@ -1,0 +1,283 @@
+package kueue_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kueueapi "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/events"
+	"github.com/schedloop/schedloop/internal/harness"
+	"github.com/schedloop/schedloop/internal/harness/kueue"
+	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/podspec"
+	"github.com/schedloop/schedloop/internal/schedplugins"
+	"github.com/schedloop/schedloop/internal/schedplugins/schedtest"
+	"github.com/schedloop/schedloop/internal/trace"
+)
+
+const ns = "default"
+
+// env is a harness cluster with four 8-GPU hosts in two NVLink domains,
+// schedloop's scheduler and Kueue with two teams' ClusterQueues in one
+// cohort.
+type env struct {
+	t *testing.T
+	c *harness.Cluster
+	k *kueue.Kueue
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	c := harness.NewForTest(t, harness.Options{})
+	ctx := t.Context()
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	var nodes []trace.Node
+	for i, d := range []string{"d1", "d1", "d2", "d2"} {
+		nodes = append(nodes, trace.Node{Name: fmt.Sprintf("h%02d", i), GPUs: 8, GPUModel: "H100", CPUMilli: 128000, MemoryMiB: 1 << 20,
+			Labels: map[string]string{trace.LabelSpine: "s1", trace.LabelRack: "r1", trace.LabelNVLinkDomain: d}})
+	}
+	if _, err := c.AddNodes(ctx, nodes, harness.NodeOptions{NoExporters: true, Heartbeat: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := os.ReadFile("../../../deploy/scheduler-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{
+		Config: schedtest.WithStockProfile(string(shipped), c.Kubeconfig), Plugins: schedplugins.NewSet().Options(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := kueue.Start(ctx, c.Config, kueue.Options{FairSharing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := k.Stop(); err != nil {
+			t.Errorf("kueue stopped with %v", err)
+		}
+	})
+	e := &env{t: t, c: c, k: k}
+	e.queues()
+	return e
+}
+
+// queues: a ResourceFlavor per GPU model; team-a and team-b each own 16 of
+// the 32 GPUs in cohort "research", may lend all of them and borrow up to 16,
+// and reclaim what they lent.
+func (e *env) queues() {
+	ctx := e.t.Context()
+	nodes, err := e.c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	flavors := kueue.FlavorsByGPUModel(nodes.Items)
+	if len(flavors) != 1 || flavors[0].Name != "h100" {
+		e.t.Fatalf("flavors = %v, want one named h100", flavors)
+	}
+	e.create(flavors[0])
+	q := func(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.DecimalSI) }
+	for _, team := range []string{"team-a", "team-b"} {
+		e.create(&kueueapi.ClusterQueue{
+			ObjectMeta: metav1.ObjectMeta{Name: team},
+			Spec: kueueapi.ClusterQueueSpec{
+				CohortName:        "research",
+				NamespaceSelector: &metav1.LabelSelector{},
+				ResourceGroups: []kueueapi.ResourceGroup{{
+					CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, podspec.ResourceGPU},
+					Flavors: []kueueapi.FlavorQuotas{{Name: "h100", Resources: []kueueapi.ResourceQuota{
+						{Name: corev1.ResourceCPU, NominalQuota: q(256)},
+						{Name: podspec.ResourceGPU, NominalQuota: q(16), BorrowingLimit: ptr.To(q(16)), LendingLimit: ptr.To(q(16))},
+					}}},
+				}},
+				Preemption: &kueueapi.ClusterQueuePreemption{ReclaimWithinCohort: kueueapi.PreemptionPolicyAny},
+			},
+		})
+		e.create(&kueueapi.LocalQueue{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: team},
+			Spec:       kueueapi.LocalQueueSpec{ClusterQueue: kueueapi.ClusterQueueReference(team)},
+		})
+	}
+}
+
+func (e *env) create(o client.Object) {
+	e.t.Helper()
+	if err := e.k.Client.Create(e.t.Context(), o); err != nil {
+		e.t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+	}
+}
+
+// gang submits members x 8 GPUs through queue, running far past the test.
+func (e *env) gang(name, queue string, members int32, annotations map[string]string) {
+	e.t.Helper()
+	a := map[string]string{harness.AnnotationDuration: "10h"}
+	for k, v := range annotations {
+		a[k] = v
+	}
+	gpus := *resource.NewQuantity(8, resource.DecimalSI)
+	err := e.k.Submit(e.t.Context(), kueue.Gang{Namespace: ns, Name: name, Queue: queue, Members: members, Pod: corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Annotations: a},
+		Spec: corev1.PodSpec{
+			SchedulerName: "schedloop",
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "main", Image: "train:1", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), podspec.ResourceGPU: gpus},
+				Limits:   corev1.ResourceList{podspec.ResourceGPU: gpus},
+			}}},
+		},
+	}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) workload(name string) *kueueapi.Workload {
+	e.t.Helper()
+	var wl kueueapi.Workload
+	if err := e.k.Client.Get(e.t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &wl); err != nil {
+		e.t.Fatal(err)
+	}
+	return &wl
+}
+
+// bound lists the nodes of the gang's live members that are bound.
+func (e *env) bound(gang string) (nodes []string, live int) {
+	e.t.Helper()
+	pods, err := e.c.Client.CoreV1().Pods(ns).List(e.t.Context(), metav1.ListOptions{LabelSelector: podgroup.LabelPodGroup + "=" + gang})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		live++
+		if p.Spec.NodeName != "" {
+			nodes = append(nodes, p.Spec.NodeName)
+		}
+	}
+	slices.Sort(nodes)
+	return nodes, live
+}
+
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.t.Context(), 100*time.Millisecond, 60*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		e.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func (e *env) waitRunning(gang string, members int) []string {
+	e.t.Helper()
+	var nodes []string
+	e.waitFor(gang+" admitted by Kueue and placed", func() bool {
+		nodes, _ = e.bound(gang)
+		return len(nodes) == members
+	})
+	return nodes
+}
+
+func domainOf(node string) string {
+	if node == "h00" || node == "h01" {
+		return "d1"
+	}
+	return "d2"
+}
+
+// TestKueueReclaimThenSchedloopPlaces: team-a fills the cluster, borrowing
+// team-b's 16 GPUs for its second gang; team-b's gang arrives, Kueue
+// reclaims the borrowed quota by preempting one of team-a's gangs, and
+// schedloop places team-b's gang within one NVLink domain, the one the
+// evicted gang freed.
+func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
+	e := newEnv(t)
+	e.gang("a1", "team-a", 2, nil)
+	a1 := e.waitRunning("a1", 2)
+	e.gang("a2", "team-a", 2, nil)
+	a2 := e.waitRunning("a2", 2)
+	t.Logf("team-a: a1 on %v, a2 on %v", a1, a2)
+	if domainOf(a2[0]) != domainOf(a2[1]) || domainOf(a1[0]) == domainOf(a2[0]) {
+		t.Fatalf("team-a's gangs on %v and %v, want one NVLink domain each", a1, a2)
+	}
+	// The ClusterQueue's status is written after the admission it counts.
+	borrowed := int64(-1)
+	e.waitFor("team-a's status to show 16 GPUs borrowed", func() bool {
+		var cq kueueapi.ClusterQueue
+		if err := e.k.Client.Get(t.Context(), types.NamespacedName{Name: "team-a"}, &cq); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range cq.Status.FlavorsReservation {
+			for _, r := range f.Resources {
+				if r.Name == podspec.ResourceGPU {
+					borrowed = r.Borrowed.Value()
+				}
+			}
+		}
+		return borrowed == 16
+	})
+
+	e.gang("b1", "team-b", 2, map[string]string{podspec.AnnotationTopologyRequired: trace.LabelNVLinkDomain})
+	b1 := e.waitRunning("b1", 2)
+	t.Logf("team-b: b1 on %v", b1)
+
+	// Borrowing is the ClusterQueue's, not a workload's: Kueue picks which of
+	// team-a's gangs gives the quota back. Exactly one must have.
+	placed := map[string][]string{"a1": a1, "a2": a2}
+	var victim, kept string
+	var pre *metav1.Condition
+	for _, name := range []string{"a1", "a2"} {
+		c := apimeta.FindStatusCondition(e.workload(name).Status.Conditions, kueueapi.WorkloadPreempted)
+		if c != nil && c.Status == metav1.ConditionTrue {
+			if victim != "" {
+				t.Fatalf("both a1 and a2 preempted; 16 GPUs of reclaim needs one")
+			}
+			victim, pre = name, c
+		} else {
+			kept = name
+		}
+	}
+	if victim == "" {
+		t.Fatalf("b1 runs but neither of team-a's gangs was preempted")
+	}
+	if pre.Reason != kueueapi.InCohortReclamationReason && pre.Reason != kueueapi.InCohortFairSharingReason {
+		t.Fatalf("%s preempted for %s (%s), want reclamation within the cohort", victim, pre.Reason, pre.Message)
+	}
+	t.Logf("%s preempted: %s: %s", victim, pre.Reason, pre.Message)
+	if domainOf(b1[0]) != domainOf(b1[1]) || domainOf(b1[0]) != domainOf(placed[victim][0]) {
+		t.Fatalf("b1 on %v, want both members in %s, the domain %s left", b1, domainOf(placed[victim][0]), victim)
+	}
+	f, waiting := events.ParseWorkloadCondition(pre.Type, string(pre.Status), pre.Reason, pre.Message)
+	if !waiting || f.Category != schedloop.WaitPreemption {
+		t.Errorf("%s's Preempted condition filed under %s (waiting %v), want preemption", victim, f.Category, waiting)
+	}
+	e.waitFor(victim+" requeued, waiting for quota", func() bool {
+		qr := apimeta.FindStatusCondition(e.workload(victim).Status.Conditions, kueueapi.WorkloadQuotaReserved)
+		return qr != nil && qr.Status == metav1.ConditionFalse
+	})
+	if nodes, live := e.bound(victim); len(nodes) != 0 || live != 2 {
+		t.Fatalf("%s after reclaim: %d live members, bound on %v; want 2 gated, none bound", victim, live, nodes)
+	}
+	if now, _ := e.bound(kept); !slices.Equal(now, placed[kept]) {
+		t.Fatalf("%s moved from %v to %v; only one gang should be reclaimed", kept, placed[kept], now)
+	}
+}
