@@ -28,6 +28,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/etaserve"
 	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/store"
@@ -70,6 +71,9 @@ type Options struct {
 	// request from anywhere else must present the token. AuthHeader without
 	// TrustedProxies lets no one in by header.
 	TrustedProxies []netip.Prefix
+	// ETA answers the wait estimates and what-ifs; nil estimates from the
+	// store with etaserve's defaults.
+	ETA *etaserve.Service
 }
 
 // Defaults of Options.
@@ -79,6 +83,7 @@ const (
 )
 
 type handler struct {
+	etas *etaserve.Service
 	st   *store.Store
 	opts Options
 	why  why.Builder
@@ -87,7 +92,7 @@ type handler struct {
 }
 
 // Register mounts the API under /api/v1 on r. Only GET (and HEAD) are
-// answered: the API is read-only.
+// answered, and POST to /whatif, which reads too: the API is read-only.
 func Register(r *gin.Engine, st *store.Store, opts Options) {
 	if opts.IdleThreshold <= 0 {
 		opts.IdleThreshold = store.DefaultIdleThreshold
@@ -110,7 +115,10 @@ func Register(r *gin.Engine, st *store.Store, opts Options) {
 	if opts.QueueWait <= 0 {
 		opts.QueueWait = DefaultQueueWait
 	}
-	h := &handler{st: st, opts: opts, why: why.Builder{Store: st, Threshold: opts.IdleThreshold, Now: opts.Now},
+	if opts.ETA == nil {
+		opts.ETA = &etaserve.Service{Store: st, Now: opts.Now}
+	}
+	h := &handler{etas: opts.ETA, st: st, opts: opts, why: why.Builder{Store: st, Threshold: opts.IdleThreshold, Now: opts.Now},
 		slots: make(chan struct{}, opts.MaxConcurrent)}
 	r.HandleMethodNotAllowed = true
 	openapi := func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", OpenAPI) }
@@ -132,10 +140,15 @@ func Register(r *gin.Engine, st *store.Store, opts Options) {
 		"/profiles/:id":  h.profile,
 		"/gpus":          h.gpus,
 		"/reservations":  h.reservations,
+		"/eta":           h.eta,
+		"/eta/jobs/:uid": h.etaJob,
 	} {
 		g.GET(path, fn)
 		g.HEAD(path, fn)
 	}
+	// A what-if carries a manifest, so it is a POST, but it only reads:
+	// nothing is created in the cluster or the database.
+	g.POST("/whatif", h.whatIf)
 	r.NoMethod(func(c *gin.Context) {
 		c.JSON(http.StatusMethodNotAllowed, gin.H{"error": fmt.Sprintf("method %s: this API is read-only (GET)", c.Request.Method)})
 	})

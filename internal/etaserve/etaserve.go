@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	schedloop "github.com/schedloop/schedloop"
@@ -44,6 +45,32 @@ type Service struct {
 	// as the scheduler's profile has it (0: every job above the lowest).
 	HighPriority int32
 	Now          func() time.Time
+
+	mu       sync.Mutex
+	last     Answer
+	lastMade time.Time
+}
+
+// InputError is a what-if asked wrongly: the field and what is wrong.
+type InputError struct{ Field, Problem string }
+
+func (e *InputError) Error() string { return fmt.Sprintf("field %s: %s", e.Field, e.Problem) }
+
+// Cached is Pending, answered from the last estimate while it is younger
+// than maxAge: an estimate replays the cluster forward several times, and
+// a dashboard refreshing every few seconds must not repeat that work.
+func (s *Service) Cached(ctx context.Context, maxAge time.Duration) (Answer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.lastMade.IsZero() && s.now().Sub(s.lastMade) < maxAge {
+		return s.last, nil
+	}
+	a, err := s.Pending(ctx)
+	if err != nil {
+		return Answer{}, err
+	}
+	s.last, s.lastMade = a, s.now()
+	return a, nil
 }
 
 // DefaultHistory: two weeks of finished jobs are enough for the predictor's
@@ -156,7 +183,15 @@ func (s *Service) build(ctx context.Context, c Change) (snapshot, error) {
 		}
 	}
 	if len(ready) == 0 {
-		return snapshot{}, fmt.Errorf("estimate: no ready node is stored (after %d drained)", len(c.Drain))
+		if len(c.Drain) == 0 {
+			return snapshot{}, fmt.Errorf("estimate: no ready node is stored: %w", store.ErrNotFound)
+		}
+		return snapshot{}, &InputError{Field: "drain", Problem: fmt.Sprintf("no ready node is left of the %d stored", len(nodes))}
+	}
+	for _, n := range c.Drain {
+		if !slices.ContainsFunc(nodes, func(s schedloop.Node) bool { return s.Name == n }) {
+			return snapshot{}, &InputError{Field: "drain", Problem: fmt.Sprintf("node %q is not stored", n)}
+		}
 	}
 	cluster := tuner.ClusterFromNodes(ready, s.Levels)
 	params, name := scoring.DefaultParams(), "default"
@@ -190,6 +225,9 @@ func (s *Service) build(ctx context.Context, c Change) (snapshot, error) {
 		return snapshot{}, err
 	}
 	if c.Add != nil {
+		if err := offered(ready, c.Add.GPUModels); err != nil {
+			return snapshot{}, err
+		}
 		add := *c.Add
 		add.Created, add.Phase = now, schedloop.PhasePending
 		open = append(open, store.OpenJob{Job: add})
@@ -259,6 +297,20 @@ func (s *Service) answer(ctx context.Context, b snapshot) (Answer, error) {
 		a.Jobs = append(a.Jobs, je)
 	}
 	return a, nil
+}
+
+// offered refuses GPU models no ready node has: a job restricted to them
+// is a mistake in its manifest, not a wait.
+func offered(nodes []schedloop.Node, models []string) error {
+	if len(models) == 0 {
+		return nil
+	}
+	for _, n := range nodes {
+		if slices.Contains(models, n.GPUModel) {
+			return nil
+		}
+	}
+	return &InputError{Field: "GPU models", Problem: fmt.Sprintf("no ready node has any of %v", models)}
 }
 
 func timeAt(at time.Time, d time.Duration) *time.Time {

@@ -2,6 +2,7 @@ package etaserve
 
 import (
 	"fmt"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -60,6 +61,9 @@ func JobFromManifest(data []byte, members int) (schedloop.Job, error) {
 		return schedloop.Job{}, fmt.Errorf("manifest: field kind: %q is not Pod or Job", meta.Kind)
 	}
 	defaultRequests(&pod)
+	if err := knownResources(&pod); err != nil {
+		return schedloop.Job{}, err
+	}
 	f, err := podspec.Read(&pod)
 	if err != nil {
 		return schedloop.Job{}, fmt.Errorf("manifest: %w", err)
@@ -108,4 +112,27 @@ func defaultRequests(pod *corev1.Pod) {
 			}
 		}
 	}
+}
+
+// knownResources refuses a request for a resource no node of a GPU cluster
+// offers schedloop's accounting of: what would never fit is a mistake in
+// the manifest, not a wait.
+func knownResources(pod *corev1.Pod) error {
+	for _, part := range []struct {
+		field string
+		cs    []corev1.Container
+	}{{"spec.initContainers", pod.Spec.InitContainers}, {"spec.containers", pod.Spec.Containers}} {
+		for i, c := range part.cs {
+			for name := range c.Resources.Requests {
+				n := string(name)
+				switch {
+				case name == corev1.ResourceCPU, name == corev1.ResourceMemory, name == corev1.ResourceEphemeralStorage,
+					name == podspec.ResourceGPU, name == podspec.ResourceGPUMilli, strings.HasPrefix(n, podspec.ResourceMIGPrefix), strings.HasPrefix(n, corev1.ResourceHugePagesPrefix):
+				default:
+					return fmt.Errorf("manifest: field %s[%d].resources: resource %q: no node offers it", part.field, i, n)
+				}
+			}
+		}
+	}
+	return nil
 }

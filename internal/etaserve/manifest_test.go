@@ -43,6 +43,7 @@ func TestJobFromManifestRefusesBadInput(t *testing.T) {
 		{"other kind", "apiVersion: apps/v1\nkind: Deployment", `field kind: "Deployment"`},
 		{"unknown field", "apiVersion: v1\nkind: Pod\nspec: {containerz: []}", "unknown field"},
 		{"parallelism", "apiVersion: batch/v1\nkind: Job\nspec: {parallelism: 0, template: {spec: {containers: []}}}", "field spec.parallelism: 0"},
+		{"resource no node has", "apiVersion: v1\nkind: Pod\nspec: {containers: [{name: a, resources: {limits: {example.com/fpga: 1}}}]}", `field spec.containers[0].resources: resource "example.com/fpga": no node offers it`},
 		{"too large", "apiVersion: v1\nkind: Pod\n#" + strings.Repeat("x", MaxManifestBytes), "over the limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
