@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/api/apitest"
 	"github.com/schedloop/schedloop/internal/store/storetest"
 )
@@ -40,5 +41,45 @@ func TestWhyPrintsTheBreakdownAndTimeline(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"why", "nobody"}, env(url), io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "no pod or job matches") {
 		t.Errorf("why nobody: err = %v", err)
+	}
+}
+
+func TestWhyETA(t *testing.T) {
+	url := storetest.URL(t)
+	st := storetest.Open(t, url)
+	ctx := context.Background()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	start := now.Add(-20 * time.Minute)
+	if err := st.UpsertNodes(ctx, []schedloop.Node{{Name: "n1", GPUModel: "H100", GPUCount: 8, Ready: true, FirstSeen: start, LastSeen: now}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertJobs(ctx, []schedloop.Job{
+		{UID: "run", Namespace: "ml", Name: "run", Kind: schedloop.JobKindPod, MinMember: 1, GPUsPerMember: 8, Created: start, Admitted: start, Started: start, FirstScheduled: start, Phase: schedloop.PhaseRunning},
+		{UID: "wait", Namespace: "ml", Name: "wait", Kind: schedloop.JobKindPod, MinMember: 1, GPUsPerMember: 8, Created: now.Add(-time.Minute), Phase: schedloop.PhasePending},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertPods(ctx, []schedloop.Pod{
+		{UID: "p-run", Namespace: "ml", Name: "run", JobUID: "run", GPUs: 8, Node: "n1", Created: start, Scheduled: start, Started: start, Phase: schedloop.PhaseRunning},
+		{UID: "p-wait", Namespace: "ml", Name: "wait", JobUID: "wait", GPUs: 8, Created: now.Add(-time.Minute), Phase: schedloop.PhasePending},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := run(ctx, []string{"why", "-eta", "ml/wait"}, env(url), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Expected start: in ") || !strings.Contains(out.String(), "on n1; waits for ml/run") {
+		t.Errorf("why -eta of a waiting pod lacks its expected start on n1 after ml/run:\n%s", out.String())
+	}
+	out.Reset()
+	if err := run(ctx, []string{"why", "-eta", "ml/run"}, env(url), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Expected start: none; the job is not waiting") {
+		t.Errorf("why -eta of a running pod:\n%s", out.String())
 	}
 }

@@ -93,6 +93,7 @@ type JobETA struct {
 	P10         *time.Time `json:"p10,omitempty"`
 	P50         *time.Time `json:"p50,omitempty"`
 	P90         *time.Time `json:"p90,omitempty"`
+	WaitP10Secs *float64   `json:"wait_p10_seconds,omitempty"`
 	WaitP50Secs *float64   `json:"wait_p50_seconds,omitempty"`
 	WaitP90Secs *float64   `json:"wait_p90_seconds,omitempty"`
 	// PredictedRunSecs is the predicted run time the estimate used.
@@ -286,8 +287,8 @@ func (s *Service) answer(ctx context.Context, b snapshot) (Answer, error) {
 			PredictedRunSecs: sj.Predicted.Seconds(), Nodes: e.Nodes, WaitsFor: e.WaitsFor, Reason: e.Reason}
 		if e.State == eta.Starts {
 			je.P10, je.P50 = timeAt(at, e.P10), timeAt(at, e.P50)
-			p50 := e.P50.Seconds()
-			je.WaitP50Secs = &p50
+			p10, p50 := e.P10.Seconds(), e.P50.Seconds()
+			je.WaitP10Secs, je.WaitP50Secs = &p10, &p50
 			if e.P90 != eta.Never {
 				je.P90 = timeAt(at, e.P90)
 				p90 := e.P90.Seconds()
