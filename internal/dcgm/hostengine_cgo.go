@@ -66,6 +66,9 @@ type hostInstance struct {
 	gpu     hostGPU
 	id      string
 	profile string
+	// device is the instance's MIG- UUID, the device ID the kubelet's
+	// pod-resources API names it by; "" when DCGM did not give one.
+	device string
 }
 
 // StartHostEngine loads libdcgm, connects in the configured mode and starts
@@ -186,20 +189,45 @@ func (h *HostEngine) findInstances() error {
 			entities = append(entities, e.Entity)
 		}
 	}
-	names := map[uint]string{}
+	names, devices := map[uint]string{}, map[uint]string{}
 	if len(entities) > 0 {
-		values, err := godcgm.EntitiesGetLatestValues(entities, []godcgm.Short{godcgm.DCGM_FI_DEV_NAME}, godcgm.DCGM_FV_FLAG_LIVE_DATA)
+		// On a GPU instance, DCGM_FI_DEV_UUID reads the instance's own MIG-
+		// UUID.
+		values, err := godcgm.EntitiesGetLatestValues(entities, []godcgm.Short{godcgm.DCGM_FI_DEV_NAME, godcgm.DCGM_FI_DEV_UUID}, godcgm.DCGM_FV_FLAG_LIVE_DATA)
 		if err != nil {
 			return fmt.Errorf("read the profile names of %d MIG instances: %w", len(entities), err)
 		}
 		for _, v := range values {
-			if v.Status == 0 && v.FieldType == godcgm.DCGM_FT_STRING {
+			if v.Status != 0 || v.FieldType != godcgm.DCGM_FT_STRING {
+				continue
+			}
+			switch v.FieldID {
+			case godcgm.DCGM_FI_DEV_NAME:
 				names[v.EntityID] = v.String()
+			case godcgm.DCGM_FI_DEV_UUID:
+				if u := strings.TrimSpace(v.String()); strings.HasPrefix(u, "MIG-") {
+					devices[v.EntityID] = u
+				}
 			}
 		}
 	}
 	h.instances = migInstances(entries, h.gpus, names)
+	for i := range h.instances {
+		h.instances[i].device = devices[h.instances[i].entity]
+	}
 	return nil
+}
+
+// InstanceDeviceIDs implements InstanceDevicer: the MIG- UUID of each
+// instance DCGM gave one for.
+func (h *HostEngine) InstanceDeviceIDs() map[InstanceKey]string {
+	out := make(map[InstanceKey]string, len(h.instances))
+	for _, in := range h.instances {
+		if in.device != "" {
+			out[InstanceKey{in.gpu.uuid, in.id}] = in.device
+		}
+	}
+	return out
 }
 
 // migInstances lists the GPU instances of a MIG hierarchy under the GPUs

@@ -96,3 +96,13 @@ func TestMIGInstancesFromTheHierarchy(t *testing.T) {
 		}
 	}
 }
+
+// Only instances DCGM gave a MIG- UUID for are named to the attribution.
+func TestHostEngineInstanceDeviceIDs(t *testing.T) {
+	g := hostGPU{id: 0, uuid: "GPU-a"}
+	h := &HostEngine{instances: []hostInstance{{gpu: g, id: "1", device: "MIG-1"}, {gpu: g, id: "2"}}}
+	got := h.InstanceDeviceIDs()
+	if len(got) != 1 || got[InstanceKey{"GPU-a", "1"}] != "MIG-1" {
+		t.Errorf("InstanceDeviceIDs = %v, want instance 1 of GPU-a as MIG-1 alone", got)
+	}
+}

@@ -95,14 +95,34 @@ func gpuOwners(resp *podresourcesv1.ListPodResourcesResponse) map[string][]PodRe
 	return owners
 }
 
+// InstanceKey names a MIG instance: its GPU's UUID and its GPU_I_ID.
+type InstanceKey struct{ GPUUUID, Instance string }
+
+// InstanceDevicer is a Source that knows the device ID the kubelet names
+// each MIG instance by: the device plugin allocates an instance under its
+// own MIG- UUID, not its GPU's.
+type InstanceDevicer interface {
+	InstanceDeviceIDs() map[InstanceKey]string
+}
+
 // Attribute fills the pod of samples that carry none from owners (device ID
 // → containers). A sample whose GPU has several owners is repeated once per
 // owner, as dcgm-exporter does for shared GPUs. Samples that already name a
-// pod are kept as they are: the exporter saw the allocation first-hand.
-func Attribute(samples []schedloop.GPUSample, owners map[string][]PodRef) []schedloop.GPUSample {
+// pod are kept as they are: the exporter saw the allocation first-hand. A
+// MIG instance's sample is looked up by the instance's device ID in
+// instances; one whose ID is unknown stays without a pod, since the GPU's
+// UUID names the whole GPU, which no pod holds while it is partitioned.
+func Attribute(samples []schedloop.GPUSample, owners map[string][]PodRef, instances map[InstanceKey]string) []schedloop.GPUSample {
 	out := make([]schedloop.GPUSample, 0, len(samples))
 	for _, s := range samples {
-		refs := owners[s.GPUUUID]
+		id := s.GPUUUID
+		if s.GPUInstance != "" {
+			id = instances[InstanceKey{s.GPUUUID, s.GPUInstance}]
+		}
+		var refs []PodRef
+		if id != "" {
+			refs = owners[id]
+		}
 		if s.PodName != "" || len(refs) == 0 {
 			out = append(out, s)
 			continue
@@ -135,5 +155,9 @@ func (a *AttributedSource) Collect(ctx context.Context) ([]schedloop.GPUSample, 
 	if err != nil {
 		return samples, errors.Join(srcErr, fmt.Errorf("attribute GPUs to pods: %w", err))
 	}
-	return Attribute(samples, owners), srcErr
+	var instances map[InstanceKey]string
+	if d, ok := a.Source.(InstanceDevicer); ok {
+		instances = d.InstanceDeviceIDs()
+	}
+	return Attribute(samples, owners, instances), srcErr
 }

@@ -157,3 +157,43 @@ func TestAttributedSourceKubeletDown(t *testing.T) {
 type sourceFunc func(context.Context) ([]schedloop.GPUSample, error)
 
 func (f sourceFunc) Collect(ctx context.Context) ([]schedloop.GPUSample, error) { return f(ctx) }
+
+// instanceSource is a Source that names its MIG instances' device IDs, as
+// the go-dcgm source does.
+type instanceSource struct {
+	samples []schedloop.GPUSample
+	devices map[InstanceKey]string
+}
+
+func (s instanceSource) Collect(context.Context) ([]schedloop.GPUSample, error) {
+	return s.samples, nil
+}
+func (s instanceSource) InstanceDeviceIDs() map[InstanceKey]string { return s.devices }
+
+// The kubelet names a MIG instance by its MIG- UUID: the instance whose
+// device ID the source knows goes to the pod holding that device; another
+// instance of the same GPU, and the GPU itself, stay without a pod.
+func TestAttributedSourceMIGInstance(t *testing.T) {
+	p, err := DialPodResources(servePodResources(t, kubeletAnswer()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	src := instanceSource{
+		samples: []schedloop.GPUSample{
+			{GPUUUID: uuidC, GrEngineActive: 0.5},
+			{GPUUUID: uuidC, GPUInstance: "1", GPUInstanceProfile: "3g.40gb", ComputeShare: 3.0 / 7, GrEngineActive: 0.9},
+			{GPUUUID: uuidC, GPUInstance: "2", GPUInstanceProfile: "3g.40gb", ComputeShare: 3.0 / 7, GrEngineActive: 0.1},
+		},
+		devices: map[InstanceKey]string{{uuidC, "1"}: "MIG-5f3a7c1e-aaaa-bbbb-cccc-ddddeeeeffff"},
+	}
+	got, err := (&AttributedSource{Source: src, Owners: p}).Collect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(src.samples)
+	want[1].PodNamespace, want[1].PodName, want[1].Container = "ml", "small-0", "worker"
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
