@@ -222,6 +222,42 @@ type Preemption struct {
 	At       time.Time
 }
 
+// KueueWorkload is a Kueue Workload as the collector saw it: the unit Kueue
+// admits, one per job in front of the scheduler. Its wait for quota starts
+// at CreatedAt, before any pod of the job reaches a scheduler.
+type KueueWorkload struct {
+	UID       string
+	Namespace string
+	Name      string
+	// LocalQueue is spec.queueName; ClusterQueue is where it was (last)
+	// admitted, empty while it never was.
+	LocalQueue   string
+	ClusterQueue string
+	// Flavors maps each resource of its pod sets to the ResourceFlavor the
+	// last admission assigned ("nvidia.com/gpu" -> "h100"); empty when not
+	// admitted.
+	Flavors   map[string]string
+	CreatedAt time.Time
+	// Conditions are the admission conditions as observed, one per change:
+	// a condition type seen again with another status, reason or
+	// transition time is a new entry, so the history of admissions,
+	// evictions and preemptions is kept, not only the latest.
+	Conditions []KueueCondition
+}
+
+// KueueCondition is one observed state of a Workload condition
+// (QuotaReserved, Admitted, Evicted, Preempted, Requeued, Finished).
+type KueueCondition struct {
+	Type    string
+	Status  string // "True" or "False"
+	Reason  string
+	Message string
+	At      time.Time // lastTransitionTime
+	// Category is the wait it stands for (events.ParseWorkloadCondition);
+	// WaitOther also for a condition that is not a wait.
+	Category WaitCategory
+}
+
 // GPUSample is one reading of one GPU, in dcgm-exporter's field vocabulary.
 // Ratios are 0..1 (DCGM_FI_PROF_*), GPUUtil is a percentage (DCGM_FI_DEV_GPU_UTIL).
 type GPUSample struct {

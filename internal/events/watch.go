@@ -81,6 +81,7 @@ type Watcher struct {
 	// message is parsed (and counted, if not understood) once, however often
 	// its write is retried.
 	attempts map[string]schedloop.SchedulingAttempt
+	kueue    map[string]schedloop.KueueWorkload // dirty Kueue Workloads by UID
 }
 
 // NewWatcher validates opts.
@@ -107,9 +108,9 @@ func NewWatcher(opts WatchOptions) (*Watcher, error) {
 		seen: map[string]*podSeen{}, pods: map[string]*corev1.Pod{}, events: map[string]*corev1.Event{},
 		evSeen: map[string]time.Time{}, nodes: map[string]*corev1.Node{}, groups: map[string]group{},
 		dirtyG: map[string]group{}, byGang: map[string]map[string]string{}, podsBy: map[string]*corev1.Pod{},
-		attempts: map[string]schedloop.SchedulingAttempt{}}
+		attempts: map[string]schedloop.SchedulingAttempt{}, kueue: map[string]schedloop.KueueWorkload{}}
 	w.processed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
-		Name: "objects_processed_total", Help: "Informer notifications handled, by kind (Pod, Event, Node, PodGroup)."}, []string{"kind"})
+		Name: "objects_processed_total", Help: "Informer notifications handled, by kind (Pod, Event, Node, PodGroup, KueueWorkload)."}, []string{"kind"})
 	w.writeErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
 		Name: "write_errors_total", Help: "Failed writes of cluster history to Postgres; the changes are kept and retried."})
 	w.synced = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "schedloop", Subsystem: "events",
@@ -187,6 +188,16 @@ func (w *Watcher) Run(ctx context.Context) error {
 				w.log.Info("watching gangs", "resource", gvr.String())
 			}
 		}
+		if w.kueueServed() {
+			if dynFactory == nil {
+				dynFactory = dynamicinformer.NewDynamicSharedInformerFactory(w.opts.Dynamic, 0)
+			}
+			handlers = append(handlers, struct {
+				inf  cache.SharedIndexInformer
+				kind string
+			}{dynFactory.ForResource(KueueWorkloadGVR).Informer(), kindKueueWorkload})
+			w.log.Info("watching Kueue workloads", "resource", KueueWorkloadGVR.String())
+		}
 	}
 	var syncs []cache.InformerSynced
 	for _, h := range handlers {
@@ -259,6 +270,10 @@ func (w *Watcher) handle(kind string, obj any, deleted bool) {
 	now := w.opts.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if u, ok := obj.(*unstructured.Unstructured); ok && kind == kindKueueWorkload {
+		w.handleKueue(u, deleted)
+		return
+	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		uid := string(o.UID)
@@ -394,6 +409,9 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	err := w.write(ctx, podRows, jobs, derive, eventRows, attempts, nodeRows)
 	if err == nil && len(preemptions) > 0 {
 		err = w.opts.Store.UpsertPreemptions(ctx, preemptions)
+	}
+	if err == nil {
+		err = w.flushKueue(ctx)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

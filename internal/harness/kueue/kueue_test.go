@@ -28,6 +28,8 @@ import (
 	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/schedplugins"
 	"github.com/schedloop/schedloop/internal/schedplugins/schedtest"
+	"github.com/schedloop/schedloop/internal/store"
+	"github.com/schedloop/schedloop/internal/store/storetest"
 	"github.com/schedloop/schedloop/internal/trace"
 )
 
@@ -78,6 +80,27 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, c: c, k: k}
 	e.queues()
 	return e
+}
+
+// collect runs the collector's watcher into a fresh database until the
+// returned stop, which waits for its last write.
+func (e *env) collect() (*store.Store, func()) {
+	e.t.Helper()
+	s := storetest.New(e.t)
+	w, err := events.NewWatcher(events.WatchOptions{Client: e.c.Client, Dynamic: e.c.Dynamic, Store: s, FlushInterval: 100 * time.Millisecond})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	e.waitFor("the watcher's informers to list", w.Synced)
+	return s, func() {
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("watcher: %v", err)
+		}
+	}
 }
 
 // queues: a ResourceFlavor per GPU model; team-a and team-b each own 16 of
@@ -211,6 +234,7 @@ func domainOf(node string) string {
 // evicted gang freed.
 func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 	e := newEnv(t)
+	db, stopCollecting := e.collect()
 	e.gang("a1", "team-a", 2, nil)
 	a1 := e.waitRunning("a1", 2)
 	e.gang("a2", "team-a", 2, nil)
@@ -279,5 +303,50 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 	}
 	if now, _ := e.bound(kept); !slices.Equal(now, placed[kept]) {
 		t.Fatalf("%s moved from %v to %v; only one gang should be reclaimed", kept, placed[kept], now)
+	}
+
+	// The collector kept the victim's admission history as Kueue wrote it:
+	// quota reserved in team-a on h100, preempted for the reclaim, waiting
+	// for quota again.
+	stopCollecting()
+	stored, err := db.KueueWorkloads(t.Context(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]schedloop.KueueWorkload{}
+	for _, w := range stored {
+		byName[w.Name] = w
+	}
+	live := e.workload(victim)
+	got, ok := byName[victim]
+	if !ok {
+		t.Fatalf("collector stored %d workloads, not %s", len(stored), victim)
+	}
+	if got.UID != string(live.UID) || !got.CreatedAt.Equal(live.CreationTimestamp.Time) || got.LocalQueue != "team-a" ||
+		got.ClusterQueue != "team-a" || got.Flavors[string(podspec.ResourceGPU)] != "h100" {
+		t.Errorf("stored %s = %+v, want uid %s created %v in team-a with nvidia.com/gpu on h100", victim, got, live.UID, live.CreationTimestamp)
+	}
+	var history []string
+	for _, c := range got.Conditions {
+		history = append(history, c.Type+"="+c.Status+"/"+c.Reason)
+		t.Logf("%s %s %s=%s %s (%s)", victim, c.At.Format("15:04:05.000"), c.Type, c.Status, c.Reason, c.Category)
+	}
+	for _, want := range []struct {
+		cond     *metav1.Condition
+		category schedloop.WaitCategory
+	}{
+		{apimeta.FindStatusCondition(live.Status.Conditions, kueueapi.WorkloadPreempted), schedloop.WaitPreemption},
+		{apimeta.FindStatusCondition(live.Status.Conditions, kueueapi.WorkloadQuotaReserved), schedloop.WaitQuota},
+	} {
+		if !slices.ContainsFunc(got.Conditions, func(c schedloop.KueueCondition) bool {
+			return c.Type == want.cond.Type && c.Status == string(want.cond.Status) && c.Reason == want.cond.Reason &&
+				c.At.Equal(want.cond.LastTransitionTime.Time) && c.Category == want.category
+		}) {
+			t.Errorf("stored history %v lacks Kueue's %s=%s/%s at %v filed under %s", history,
+				want.cond.Type, want.cond.Status, want.cond.Reason, want.cond.LastTransitionTime, want.category)
+		}
+	}
+	if !slices.Contains(history, "QuotaReserved=True/QuotaReserved") || !slices.Contains(history, "Admitted=True/Admitted") {
+		t.Errorf("stored history %v lacks the first admission", history)
 	}
 }
