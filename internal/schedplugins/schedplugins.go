@@ -22,6 +22,7 @@ import (
 	"github.com/schedloop/schedloop/internal/schedplugins/queuesort"
 	"github.com/schedloop/schedloop/internal/schedplugins/reservation"
 	"github.com/schedloop/schedloop/internal/schedplugins/topology"
+	"github.com/schedloop/schedloop/internal/scoring"
 )
 
 // Set is one scheduler's worth of schedloop plugins: they share one profile
@@ -187,7 +188,10 @@ func (s *Set) manager(ctx context.Context, h fwk.Handle) (*core.Manager, error) 
 	}
 	o := core.Options{
 		Handle: h, PodInformer: h.SharedInformerFactory().Core().V1().Pods().Informer(),
-		Dynamic: dyn, Backoff: 2 * time.Second, SchedulerName: h.ProfileName(),
+		Dynamic: dyn, Backoff: scoring.DefaultGangBackoff, SchedulerName: h.ProfileName(),
+		// A released gang's backoff runs on the clock reservations are
+		// planned on, as a replay's does.
+		Now: s.now,
 	}
 	// The scheduler watches the Workload API's PodGroups itself where
 	// GenericWorkload is on; sharing its informer costs nothing. Where it is

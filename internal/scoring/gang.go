@@ -1,5 +1,7 @@
 package scoring
 
+import "time"
+
 // PlaceGang places members pods shaped r all-or-nothing, the rule the
 // scheduler's gang plugins enforce at Permit: it plans the gang's topology
 // domain (PlanGang; maxLevel >= 0 makes the domain a requirement), then
@@ -56,3 +58,23 @@ func ReleaseAll(nodes []*Node, allocs []Allocation, nodeIdx []int) {
 		nodes[nodeIdx[k]].Release(allocs[k])
 	}
 }
+
+// DefaultGangBackoff is how long a gang released part-placed is refused
+// (the gang plugin's backoffSeconds default), live and replayed.
+const DefaultGangBackoff = 2 * time.Second
+
+// GangBacksOff reports whether a gang that could not be placed whole
+// backs off. No gang holds GPUs part-placed: its members are placed one at
+// a time once admission lets the gang start (admitted: GangFit finds room
+// for every member), and the first member that finds no node releases the
+// members placed before it, so the gang backs off when admitted and at
+// least its first member found a node (placedFirst). A gang refused before
+// any member was placed holds and releases nothing; it is tried again as
+// any waiting job is, when something is released.
+func GangBacksOff(admitted, placedFirst bool) bool { return admitted && placedFirst }
+
+// GangRetryAt is when a gang released at released (any monotone unit of
+// nanoseconds) may be tried again after backing off for backoff: until
+// then its members are refused. Whether it is tried then depends on what
+// wakes it, as for any waiting job.
+func GangRetryAt(released int64, backoff time.Duration) int64 { return released + int64(backoff) }

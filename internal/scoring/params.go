@@ -28,7 +28,11 @@ type Params struct {
 	// reservations while the rest of the gang is still being placed, before
 	// the whole gang is released. Zero means DefaultGangTimeout, live and in
 	// a replay alike; it never means "no waiting". A PodGroup's own
-	// scheduleTimeoutSeconds overrides it live for that gang.
+	// scheduleTimeoutSeconds overrides it live for that gang. A replay
+	// places a gang whole or not at all (GangBacksOff: members are placed
+	// back to back and a member that finds no node releases the rest at
+	// once), so the timeout, which bounds only a wait for members that do
+	// not yet exist, plays no part in one.
 	GangTimeout time.Duration
 
 	// Order is the policy that orders waiting jobs of equal priority. ""

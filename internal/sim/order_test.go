@@ -16,6 +16,9 @@ func TestOrderAndReservation(t *testing.T) {
 	bin := scoring.Weights{scoring.TermBinPack: 1}
 	sps := scoring.Params{Weights: bin, Order: scoring.OrderShortestService}
 	reserve := scoring.Params{Weights: bin, Reservation: true}
+	// Two 8-GPU nodes and a 4-GPU one.
+	mixed := cluster(3, 8)
+	mixed.Nodes[2] = scoring.NewNode("c", "A100", 4, 64000, 1<<20, "rack-0")
 	tests := []struct {
 		name   string
 		c      *Cluster
@@ -68,6 +71,15 @@ func TestOrderAndReservation(t *testing.T) {
 				predicted(job("gang", 1, 10, 2, 8), 10), predicted(job("small", 100, 50, 1, 8), 50), predicted(job("long", 160, 500, 1, 8), 500)},
 			Config{Params: reserve},
 			[]time.Duration{0, 0, sec(300), sec(100), sec(310)}},
+		// big is reserved a and b from 100. g, predicted past then, may
+		// use c alone, where one member of two fits: no gang holds GPUs
+		// part-placed (scoring.GangBacksOff), so c stays free and l, also
+		// predicted past 100, starts there at once instead of waiting for
+		// g's members to time out. g starts when big ends.
+		{"a gang that cannot be placed whole holds nothing", mixed,
+			[]Job{predicted(job("x", 0, 100, 1, 8), 100), predicted(job("big", 1, 10, 2, 8), 10),
+				predicted(job("g", 2, 50, 2, 4), 500), predicted(job("l", 3, 10, 1, 4), 500)},
+			Config{Params: reserve}, []time.Duration{0, sec(100), sec(110), sec(3)}},
 		// The threshold: big has waited 1 s when small arrives, under the
 		// 60 s threshold, so it has no reservation yet and small passes.
 		{"before the threshold no reservation", cluster(1, 8),

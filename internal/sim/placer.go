@@ -221,19 +221,15 @@ func (p *placer) placeGang(r scoring.Request, members int, pod uint64) ([]scorin
 	return allocs, idx, ok
 }
 
-// placePartial places as many of members pods as fit, one at a time, the
-// way gang members are scheduled before they all reach Permit.
-func (p *placer) placePartial(r scoring.Request, shape, members int, pod uint64) ([]scoring.Allocation, []int) {
-	var allocs []scoring.Allocation
-	var idx []int
-	for m := 0; m < members; m++ {
-		a, i, ok := p.placeOne(r, shape, pod*1024+uint64(m))
-		if !ok {
-			break
+// fitsSomewhere reports whether one pod shaped r fits a node the placer
+// may use now: a gang's first member would find a node.
+func (p *placer) fitsSomewhere(r scoring.Request) bool {
+	for i, n := range p.nodes {
+		if (p.admit == nil || p.admit(i)) && n.Fit(r) == scoring.Fits {
+			return true
 		}
-		allocs, idx = append(allocs, a), append(idx, i)
 	}
-	return allocs, idx
+	return false
 }
 
 func (p *placer) release(i int, a scoring.Allocation) {

@@ -88,8 +88,8 @@ const (
 type Metrics struct {
 	Jobs, Completed, Unschedulable, Unfinished, Preemptions int
 	// GPUIdleShare is IdleWaitingShare + AllocatedIdleShare: GPU time that
-	// was unallocated while demand waited, or allocated but idle (including
-	// reservations of incomplete gangs), over all GPU time of the replay.
+	// was unallocated while demand waited, or allocated but idle, over all
+	// GPU time of the replay.
 	GPUIdleShare       float64
 	IdleWaitingShare   float64
 	AllocatedIdleShare float64
@@ -114,7 +114,6 @@ type status uint8
 
 const (
 	waiting status = iota
-	reserving
 	running
 	finished
 	never
@@ -132,7 +131,10 @@ type jobState struct {
 	end     time.Duration
 	epoch   int
 	tried   int64 // release generation of the last failed attempt; -1: never tried
-	counted bool  // queue usage holds this job
+	// retryAt is when a gang released part-placed may be tried again
+	// (scoring.GangRetryAt).
+	retryAt time.Duration
+	counted bool // queue usage holds this job
 	placed  []string
 	preempt int
 	evicted int // jobs evicted so that this one could start
@@ -145,7 +147,7 @@ type jobState struct {
 
 const (
 	evDepart = iota
-	evTimeout
+	evRetry
 	evArrive
 )
 
@@ -199,8 +201,8 @@ type replay struct {
 	// integrals over time (milli-GPU seconds)
 	last                       time.Duration
 	started                    bool
-	allocated, reserved        int64
-	waiting                    int64 // milli-GPU demand of queued jobs, reserved parts included
+	allocated                  int64
+	waiting                    int64 // milli-GPU demand of queued jobs
 	lowest                     int32 // lowest priority of any job: nobody can preempt at it
 	busy                       float64
 	idleWait, allocIdle, total float64
@@ -275,6 +277,9 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 			r.handle(heap.Pop(&r.events).(event))
 		}
 		r.schedule(t)
+		if len(r.events) == 0 {
+			r.wakeBackingOff(t)
+		}
 	}
 	return r.result(states), nil
 }
@@ -353,11 +358,9 @@ func (r *replay) advance(t time.Duration) {
 	if dt <= 0 {
 		return
 	}
-	// Reserved members are counted in r.reserved; what waits is the rest.
-	waitingDemand := r.waiting - r.reserved
-	free := r.capacity - r.allocated - r.reserved
-	r.idleWait += float64(min(free, waitingDemand)) * dt
-	r.allocIdle += (float64(r.allocated) - r.busy + float64(r.reserved)) * dt
+	free := r.capacity - r.allocated
+	r.idleWait += float64(min(free, r.waiting)) * dt
+	r.allocIdle += (float64(r.allocated) - r.busy) * dt
 	r.total += float64(r.capacity) * dt
 	r.fragInt += r.p.fragSum * dt
 	r.last = t
@@ -376,6 +379,10 @@ func (r *replay) handle(e event) {
 		}
 		js.key.Service = scoring.PredictedService(js.predicted, js.job.DemandMilli())
 		r.enqueue(js)
+	case evRetry:
+		if js.status == waiting && e.epoch == js.epoch {
+			js.tried = -1
+		}
 	case evDepart:
 		if js.status != running || e.epoch != js.epoch {
 			return
@@ -385,13 +392,21 @@ func (r *replay) handle(e event) {
 		if r.cfg.Predictor != nil {
 			r.cfg.Predictor.Observe(js.job, e.at-js.start, e.at)
 		}
-	case evTimeout:
-		if js.status != reserving || e.epoch != js.epoch {
-			return
+	}
+}
+
+// wakeBackingOff tries again, when their backoffs end, the gangs still
+// backing off once nothing else is left to happen after now, as the gang
+// plugin moves a gang's members to the active queue when its backoff ends.
+// A gang backing off is otherwise tried at the first pass after its
+// backoff at which it may be tried (something was released since it
+// failed): a pass of its own at every backoff's end would retry a gang
+// that fits nowhere every DefaultGangBackoff for as long as it waits.
+func (r *replay) wakeBackingOff(now time.Duration) {
+	for _, js := range r.pending {
+		if js.retryAt > now {
+			r.push(event{at: js.retryAt, kind: evRetry, job: js, epoch: js.epoch})
 		}
-		r.unreserve(js)
-		// Back off until something else is released.
-		js.tried = r.gen
 	}
 }
 
@@ -415,18 +430,6 @@ func (r *replay) stop(js *jobState) {
 	r.busy -= float64(per*int64(len(js.allocs))) * js.job.Util
 	r.account(js, r.last, -float64(js.job.DemandMilli())/scoring.MilliPerGPU)
 	js.allocs, js.nodeIdx = nil, nil
-	r.uncount(js)
-	r.gen++
-}
-
-func (r *replay) unreserve(js *jobState) {
-	for k, a := range js.allocs {
-		r.p.release(js.nodeIdx[k], a)
-	}
-	r.reserved -= r.member(js) * int64(len(js.allocs))
-	js.allocs, js.nodeIdx = nil, nil
-	js.status = waiting
-	js.epoch++
 	r.uncount(js)
 	r.gen++
 }
@@ -508,7 +511,7 @@ func (r *replay) schedule(t time.Duration) {
 	// second slice.
 	keep := queue[:0]
 	for _, js := range queue {
-		if blocked || js.tried == r.gen {
+		if blocked || js.tried == r.gen || t < js.retryAt {
 			keep = append(keep, js)
 			if !blocked {
 				fail(js)
@@ -607,10 +610,6 @@ func (r *replay) planReservation(js *jobState, t time.Duration) (scoring.Reserva
 			running = append(running, scoring.Ending{Nodes: o.nodeIdx, Allocs: o.allocs, End: int64(o.start + o.predicted)})
 		}
 	}
-	if js.status == reserving {
-		// Its own partial placement is its own from now.
-		running = append(running, scoring.Ending{Nodes: js.nodeIdx, Allocs: js.allocs, End: int64(t)})
-	}
 	j := js.job
 	return scoring.PlanReservation(r.p.nodes, running, int64(t), func(trial []*scoring.Node) []int {
 		return scoring.PlaceTrialJob(trial, j.Request, j.Members, r.p.depth, r.p.maxLevel, r.p.scorer)
@@ -667,21 +666,12 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 		r.begin(js, t)
 		return true
 	}
-	if js.status == reserving {
-		allocs, idx := r.p.placePartial(j.Request, js.shape, j.Members-len(js.allocs), pod)
-		js.allocs, js.nodeIdx = append(js.allocs, allocs...), append(js.nodeIdx, idx...)
-		r.reserved += r.member(js) * int64(len(allocs))
-		if len(js.allocs) < j.Members {
-			return false
-		}
-		r.reserved -= r.member(js) * int64(len(js.allocs))
-		r.begin(js, t)
-		return true
+	var allocs []scoring.Allocation
+	var idx []int
+	ok := !failed.gangFailed(r.gen, js.shape, j.Members)
+	if ok {
+		allocs, idx, ok = r.p.placeGang(j.Request, j.Members, pod)
 	}
-	if failed.gangFailed(r.gen, js.shape, j.Members) {
-		return false
-	}
-	allocs, idx, ok := r.p.placeGang(j.Request, j.Members, pod)
 	if ok {
 		js.allocs, js.nodeIdx = allocs, idx
 		r.begin(js, t)
@@ -690,32 +680,14 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 	if least, seen := failed.gangs[js.shape]; !seen || j.Members < least {
 		failed.gangs[js.shape] = j.Members
 	}
-	// A gang starts reserving only when its members fit once the gangs
-	// already reserving are given theirs (scoring.GangFit, the live
-	// admission rule), so a gang that cannot fit holds nothing.
-	if r.p.cannotFit(j.Request, j.Members) || scoring.GangFit(r.p.nodes, r.reservingDemands(), j.Request, j.Members) < j.Members {
-		return false
+	// Live, members are placed one at a time once the gang is admitted
+	// (scoring.GangFit), and the first that finds no node releases those
+	// placed before it: the gang holds nothing and backs off.
+	admitted := !r.p.cannotFit(j.Request, j.Members) && scoring.GangFit(r.p.nodes, nil, j.Request, j.Members) >= j.Members
+	if scoring.GangBacksOff(admitted, r.p.fitsSomewhere(j.Request)) {
+		js.retryAt = time.Duration(scoring.GangRetryAt(int64(t), scoring.DefaultGangBackoff))
 	}
-	allocs, idx = r.p.placePartial(j.Request, js.shape, j.Members, pod)
-	if len(allocs) == 0 {
-		return false
-	}
-	js.allocs, js.nodeIdx, js.status = allocs, idx, reserving
-	r.reserved += r.member(js) * int64(len(allocs))
-	r.count(js)
-	r.push(event{at: t + r.cfg.EffectiveGangTimeout(), kind: evTimeout, job: js, epoch: js.epoch})
 	return false
-}
-
-// reservingDemands lists what the gangs holding partial reservations still need.
-func (r *replay) reservingDemands() []scoring.GangDemand {
-	var out []scoring.GangDemand
-	for _, js := range r.pending {
-		if js.status == reserving {
-			out = append(out, scoring.GangDemand{Request: js.job.Request, Members: js.job.Members - len(js.allocs)})
-		}
-	}
-	return out
 }
 
 // begin starts a job whose every member holds its allocation.

@@ -60,14 +60,15 @@ type Args struct {
 	// thing live and another replayed.
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
 	// BackoffSeconds is how long a gang whose reservations were released is
-	// refused before trying again. Default 2.
+	// refused before trying again. Default 2 (scoring.DefaultGangBackoff,
+	// what the simulator replays; change both together).
 	BackoffSeconds int `json:"backoffSeconds,omitempty"`
 }
 
 // SetDefaults fills unset fields.
 func (a *Args) SetDefaults() {
 	if a.BackoffSeconds == 0 {
-		a.BackoffSeconds = 2
+		a.BackoffSeconds = int(scoring.DefaultGangBackoff / time.Second)
 	}
 }
 
@@ -230,9 +231,12 @@ func (g *Gang) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	why := ""
+	// The cycle's gang state is written only when PreFilter admitted the
+	// gang (scoring.GangFit): a member of an admitted gang that finds no
+	// node releases the members placed before it (scoring.GangBacksOff).
 	if cg := readGang(state); cg != nil {
 		c := g.mgr.Count(cg.key)
-		if g.mgr.Reserving(cg.key) && c.Placed < cg.min {
+		if scoring.GangBacksOff(true, g.mgr.Reserving(cg.key)) && c.Placed < cg.min {
 			why = reasons.GangIncomplete(pod.Namespace, cg.name, c.Placed, cg.min)
 			g.mgr.Release(cg.key, Name, why)
 		}

@@ -443,7 +443,7 @@ func (m *Manager) Release(key, plugin, reason string) {
 		return
 	}
 	backoff := m.backoff
-	g.deniedUntil, g.denyReason = m.now().Add(backoff), reason
+	g.deniedUntil, g.denyReason = time.Unix(0, scoring.GangRetryAt(m.now().UnixNano(), backoff)), reason
 	m.mu.Unlock()
 	m.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if k, _, ok := podspec.GangKey(wp.GetPod()); ok && k == key {
