@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/schedloop/schedloop/internal/events"
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/harness/kueue"
+	"github.com/schedloop/schedloop/internal/kueuereplay"
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/schedplugins"
@@ -220,6 +222,15 @@ func (e *env) waitRunning(gang string, members int) []string {
 	return nodes
 }
 
+// nextSecond waits for the wall clock to pass into the next second:
+// creation and condition times are kept to the second, and Kueue orders
+// and picks victims by them.
+func (e *env) nextSecond() {
+	e.t.Helper()
+	start := time.Now().Truncate(time.Second)
+	e.waitFor("the next second", func() bool { return time.Now().Truncate(time.Second).After(start) })
+}
+
 func domainOf(node string) string {
 	if node == "h00" || node == "h01" {
 		return "d1"
@@ -231,12 +242,15 @@ func domainOf(node string) string {
 // team-b's 16 GPUs for its second gang; team-b's gang arrives, Kueue
 // reclaims the borrowed quota by preempting one of team-a's gangs, and
 // schedloop places team-b's gang within one NVLink domain, the one the
-// evicted gang freed.
+// evicted gang freed. The collector stores the victim's admission history
+// as Kueue wrote it, and kueuereplay, fed the same ClusterQueues and
+// Workloads, admits and evicts in the order Kueue did.
 func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 	e := newEnv(t)
 	db, stopCollecting := e.collect()
 	e.gang("a1", "team-a", 2, nil)
 	a1 := e.waitRunning("a1", 2)
+	e.nextSecond()
 	e.gang("a2", "team-a", 2, nil)
 	a2 := e.waitRunning("a2", 2)
 	t.Logf("team-a: a1 on %v, a2 on %v", a1, a2)
@@ -260,6 +274,7 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 		return borrowed == 16
 	})
 
+	e.nextSecond()
 	e.gang("b1", "team-b", 2, map[string]string{podspec.AnnotationTopologyRequired: trace.LabelNVLinkDomain})
 	b1 := e.waitRunning("b1", 2)
 	t.Logf("team-b: b1 on %v", b1)
@@ -349,4 +364,94 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 	if !slices.Contains(history, "QuotaReserved=True/QuotaReserved") || !slices.Contains(history, "Admitted=True/Admitted") {
 		t.Errorf("stored history %v lacks the first admission", history)
 	}
+
+	// The simulator's replay of Kueue from the same objects admits and
+	// evicts in the order Kueue did, as the collector recorded it.
+	liveSteps := liveOrder(stored)
+	replayed := e.replay()
+	t.Logf("live:     %v", liveSteps)
+	t.Logf("replayed: %v", replayed)
+	if !slices.Equal(liveSteps, replayed) {
+		t.Errorf("replayed admission order %v, live %v", replayed, liveSteps)
+	}
+}
+
+// liveOrder is the admissions and preemptions the collector stored, in time
+// order: "admit a1", "evict a2".
+func liveOrder(stored []schedloop.KueueWorkload) []string {
+	type step struct {
+		at   time.Time
+		what string
+	}
+	var steps []step
+	for _, w := range stored {
+		for _, c := range w.Conditions {
+			switch {
+			case c.Type == kueueapi.WorkloadQuotaReserved && c.Status == "True":
+				steps = append(steps, step{c.At, "admit " + w.Name})
+			case c.Type == kueueapi.WorkloadPreempted && c.Status == "True":
+				steps = append(steps, step{c.At, "evict " + w.Name})
+			}
+		}
+	}
+	// At one instant the eviction comes first: the admission it made room
+	// for follows it.
+	slices.SortStableFunc(steps, func(a, b step) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		if (a.what[0] == 'e') != (b.what[0] == 'e') {
+			if a.what[0] == 'e' {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.what, b.what)
+	})
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		out[i] = s.what
+	}
+	return out
+}
+
+// replay runs kueuereplay over the cluster's own ClusterQueues, LocalQueues
+// and Workloads, with fair sharing on as Kueue runs here, and returns its
+// admissions and evictions up to now.
+func (e *env) replay() []string {
+	e.t.Helper()
+	ctx := e.t.Context()
+	var cqs kueueapi.ClusterQueueList
+	var lqs kueueapi.LocalQueueList
+	var wls kueueapi.WorkloadList
+	for _, l := range []client.ObjectList{&cqs, &lqs, &wls} {
+		if err := e.k.Client.List(ctx, l); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	cohort, workloads, err := kueue.ReplayInput(cqs.Items, lqs.Items, wls.Items, 10*time.Hour)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := kueuereplay.Replay(cohort, workloads, true)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	// The replay plays on to the last finish, hours ahead; the cluster has
+	// lived until now.
+	now := time.Now()
+	var out []string
+	for _, ev := range res.Events {
+		if ev.At.After(now) {
+			break
+		}
+		_, name, _ := strings.Cut(ev.Key, "/")
+		switch ev.Kind {
+		case kueuereplay.Admitted:
+			out = append(out, "admit "+name)
+		case kueuereplay.Evicted:
+			out = append(out, "evict "+name)
+		}
+	}
+	return out
 }

@@ -1,0 +1,98 @@
+package kueue
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	kueueapi "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/schedloop/schedloop/internal/kueuereplay"
+	"github.com/schedloop/schedloop/internal/scoring"
+)
+
+// ReplayInput reads Kueue's own objects into kueuereplay's inputs, so a
+// replay starts from exactly the quota and workloads Kueue admitted from:
+// each ClusterQueue's quotas per flavour and resource (in thousandths, for
+// CPU's sake; quota and requests alike), each Workload's requests summed
+// over its pod sets, its priority and its creation as arrival, run for run.
+// A workload asks each resource of the first flavour its ClusterQueue lists
+// for it, as Kueue tries flavours in order (the replay does not model
+// falling back to a later one). Usage starts at zero.
+func ReplayInput(cqs []kueueapi.ClusterQueue, lqs []kueueapi.LocalQueue, wls []kueueapi.Workload, run time.Duration) (scoring.KueueCohort, []kueuereplay.Workload, error) {
+	var cohort scoring.KueueCohort
+	firstFlavor := map[string]map[corev1.ResourceName]string{}
+	for _, cq := range cqs {
+		q := &scoring.KueueClusterQueue{Name: cq.Name, Cohort: string(cq.Spec.CohortName),
+			Quotas: map[scoring.FlavorResource]scoring.KueueQuota{}, Usage: map[scoring.FlavorResource]int64{}}
+		if cq.Spec.FairSharing != nil && cq.Spec.FairSharing.Weight != nil {
+			q.FairWeight = cq.Spec.FairSharing.Weight.AsApproximateFloat64()
+		}
+		firstFlavor[cq.Name] = map[corev1.ResourceName]string{}
+		for _, rg := range cq.Spec.ResourceGroups {
+			for _, f := range rg.Flavors {
+				for _, r := range f.Resources {
+					quota := scoring.KueueQuota{Nominal: r.NominalQuota.MilliValue()}
+					if r.BorrowingLimit != nil {
+						quota.BorrowingLimit = new(r.BorrowingLimit.MilliValue())
+					}
+					if r.LendingLimit != nil {
+						quota.LendingLimit = new(r.LendingLimit.MilliValue())
+					}
+					q.Quotas[scoring.FlavorResource{Flavor: string(f.Name), Resource: string(r.Name)}] = quota
+					if _, ok := firstFlavor[cq.Name][r.Name]; !ok {
+						firstFlavor[cq.Name][r.Name] = string(f.Name)
+					}
+				}
+			}
+		}
+		cohort = append(cohort, q)
+	}
+	lqToCQ := map[string]string{}
+	for _, lq := range lqs {
+		lqToCQ[lq.Namespace+"/"+lq.Name] = string(lq.Spec.ClusterQueue)
+	}
+	var out []kueuereplay.Workload
+	for _, wl := range wls {
+		key := wl.Namespace + "/" + wl.Name
+		cq, ok := lqToCQ[wl.Namespace+"/"+string(wl.Spec.QueueName)]
+		if !ok {
+			return nil, nil, fmt.Errorf("workload %s: LocalQueue %q not given", key, wl.Spec.QueueName)
+		}
+		req := map[scoring.FlavorResource]int64{}
+		for _, ps := range wl.Spec.PodSets {
+			for name, qty := range podRequests(ps.Template.Spec) {
+				flavor, ok := firstFlavor[cq][name]
+				if !ok {
+					return nil, nil, fmt.Errorf("workload %s: ClusterQueue %s has no quota for %s", key, cq, name)
+				}
+				req[scoring.FlavorResource{Flavor: flavor, Resource: string(name)}] += int64(ps.Count) * qty
+			}
+		}
+		w := kueuereplay.Workload{Key: key, Queue: cq, Req: req, Arrive: wl.CreationTimestamp.Time, Run: run}
+		if wl.Spec.Priority != nil {
+			w.Priority = *wl.Spec.Priority
+		}
+		out = append(out, w)
+	}
+	return cohort, out, nil
+}
+
+// podRequests is what one pod asks, in thousandths: its containers' requests
+// summed, a limit standing for a missing request as the apiserver defaults
+// it.
+func podRequests(spec corev1.PodSpec) map[corev1.ResourceName]int64 {
+	out := map[corev1.ResourceName]int64{}
+	for _, c := range spec.Containers {
+		for name, q := range c.Resources.Limits {
+			if _, ok := c.Resources.Requests[name]; !ok {
+				out[name] += q.MilliValue()
+			}
+		}
+		for name, q := range c.Resources.Requests {
+			out[name] += q.MilliValue()
+		}
+	}
+	return out
+}
