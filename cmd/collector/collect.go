@@ -103,6 +103,7 @@ type collectConfig struct {
 	idleThreshold     float64
 	hostEngine        string
 	rollupEvery       time.Duration
+	etaEvery          time.Duration
 	leaderElect       bool
 	lease             election.Config
 }
@@ -129,6 +130,7 @@ func registerCollectFlags(fs *flag.FlagSet, getenv func(string) string) *collect
 	fs.Float64Var(&c.idleThreshold, "idle-threshold", store.DefaultIdleThreshold, "engine activity (0..1) below which a GPU held by a pod counts as allocated but idle")
 	fs.StringVar(&c.hostEngine, "dcgm-hostengine", "off", "read GPUs through go-dcgm: \"embedded\", a standalone nv-hostengine address (host:port), or \"off\"")
 	fs.DurationVar(&c.rollupEvery, "rollup-interval", collector.DefaultRollupEvery, "how often closed minutes are rolled up into the idle and demand tables")
+	fs.DurationVar(&c.etaEvery, "eta-interval", collector.DefaultETAEvery, "how often every pending job's start is estimated, stored (to measure the estimates later) and counted in schedloop_eta_pending_jobs; 0 turns it off")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease scrapes and rolls up; the others keep their informers listed and take over when it goes")
 	fs.StringVar(&c.lease.Lease, "leader-elect-lease", "schedloop-collector", "name of the Lease that elects the active collector")
 	fs.StringVar(&c.lease.Namespace, "leader-elect-namespace", cmpOr(getenv("POD_NAMESPACE"), "default"), "namespace of the Lease ($POD_NAMESPACE when set)")
@@ -169,6 +171,8 @@ func (c *collectConfig) validate() error {
 		return fmt.Errorf("flag -spool-max-bytes %d: want a positive number", c.spoolMaxBytes)
 	case !(c.idleThreshold > 0 && c.idleThreshold <= 1):
 		return fmt.Errorf("flag -idle-threshold %v: want a number in (0, 1]", c.idleThreshold)
+	case c.etaEvery < 0:
+		return fmt.Errorf("flag -eta-interval %v: want a positive duration, or 0 for none", c.etaEvery)
 	case c.rollupEvery <= 0:
 		return fmt.Errorf("flag -rollup-interval %v: want a positive duration", c.rollupEvery)
 	case c.leaderElect && !(c.lease.RetryPeriod > 0 && c.lease.RetryPeriod < c.lease.RenewDeadline && c.lease.RenewDeadline < c.lease.LeaseDuration):
@@ -241,7 +245,7 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 	ingest := collector.IngestOptions{BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, Writers: c.ingestWriters,
 		SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes}
 	pc := collector.PipelineConfig{Store: s, ScrapeEvery: c.scrapeInterval, Ingest: ingest,
-		RollupThreshold: c.idleThreshold, RollupEvery: c.rollupEvery, Registerer: reg, Logger: log}
+		RollupThreshold: c.idleThreshold, RollupEvery: c.rollupEvery, ETAEvery: etaEvery(c.etaEvery), Registerer: reg, Logger: log}
 	targets := multiLister{dcgm.StaticTargets(c.exporterURLs)}
 	if client != nil && c.exporterService != "" {
 		targets = append(targets, &dcgm.EndpointSliceTargets{Client: client, Namespace: c.exporterNamespace, Service: c.exporterService})
@@ -293,4 +297,12 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 	}
 	log.Info("collection started", "telemetry_sources", p.Sources(), "cluster", cfg != nil, "ingest", fmt.Sprint(ingest))
 	return p, nil
+}
+
+// etaEvery maps the flag's 0 (none) onto the pipeline's negative.
+func etaEvery(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

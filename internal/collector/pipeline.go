@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/schedloop/schedloop/internal/dcgm"
+	"github.com/schedloop/schedloop/internal/etaserve"
 	"github.com/schedloop/schedloop/internal/events"
 	"github.com/schedloop/schedloop/internal/store"
 )
@@ -47,6 +48,10 @@ type PipelineConfig struct {
 	RollupEvery, RollupLateness, RollupWindow time.Duration
 	RollupNow                                 func() time.Time
 	InventoryEvery                            time.Duration
+	// ETAEvery is how often every pending job's start is estimated and
+	// stored (Estimator); zero means DefaultETAEvery, negative none. It
+	// runs beside the rollups, on the replica that rolls up.
+	ETAEvery time.Duration
 	// Watch, when set, runs the cluster watcher with these options; its
 	// Store and Logger are the pipeline's.
 	Watch *events.WatchOptions
@@ -70,6 +75,7 @@ type Pipeline struct {
 	Metrics   *Metrics
 	Ingester  *Ingester
 	Roller    *Roller
+	Estimator *Estimator // nil when ETAEvery is negative
 	Inventory *Inventory
 	Watcher   *events.Watcher // nil without Watch
 
@@ -121,6 +127,11 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	p.Ingester = ing
 	p.Inventory = &Inventory{Store: cfg.Store, Every: cfg.InventoryEvery, Logger: log}
 	collectors := append(m.Collectors(), ing.Collectors()...)
+	if cfg.ETAEvery >= 0 {
+		p.Estimator = &Estimator{Service: &etaserve.Service{Store: cfg.Store, Now: cfg.RollupNow}, Store: cfg.Store,
+			Every: cfg.ETAEvery, Gauge: NewPendingByWaitGauge(), Logger: log}
+		collectors = append(collectors, p.Estimator.Gauge)
+	}
 	sources := cfg.Sources
 	if sc := cfg.Scraper; sc != nil {
 		if sc.Inventory == nil {
@@ -202,6 +213,9 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 			defer m.Leader.Set(0)
 			var roller sync.WaitGroup
 			roller.Go(func() { _ = p.Roller.Run(lctx) })
+			if p.Estimator != nil {
+				roller.Go(func() { _ = p.Estimator.Run(lctx) })
+			}
 			telemetry(lctx)
 			roller.Wait()
 			log.Info("collector Lease lost or released: telemetry stopped")
@@ -220,6 +234,9 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	})
 	if cfg.Elect == nil {
 		run("rollup", func() error { return p.Roller.Run(ctx) })
+		if p.Estimator != nil {
+			run("wait estimates", func() error { return p.Estimator.Run(ctx) })
+		}
 	}
 	if p.Watcher != nil {
 		run("cluster watcher", func() error { return p.Watcher.Run(ctx) })

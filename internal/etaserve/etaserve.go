@@ -111,8 +111,11 @@ type Answer struct {
 	Running int       `json:"running"`
 	// ErrorSamples is how many finished jobs measured the predictor's
 	// error (below eta.MinErrorSamples the default error is assumed).
-	ErrorSamples int      `json:"error_samples"`
-	Jobs         []JobETA `json:"jobs"`
+	ErrorSamples int `json:"error_samples"`
+	// Accuracy scores the estimates stored over the last week against the
+	// starts that followed (jobs that waited over ten minutes).
+	Accuracy store.ETAScore `json:"accuracy_7d"`
+	Jobs     []JobETA       `json:"jobs"`
 }
 
 // Change alters the snapshot before the estimate: a what-if.
@@ -141,7 +144,12 @@ func (s *Service) Pending(ctx context.Context) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	return s.answer(ctx, b)
+	a, err := s.answer(ctx, b)
+	if err != nil {
+		return Answer{}, err
+	}
+	a.Accuracy, err = s.Store.ETAAccuracy(ctx, a.At.Add(-7*24*time.Hour), a.At, eta.DefaultMinWait)
+	return a, err
 }
 
 // WhatIf estimates the snapshot changed by c; with c.Add, only the added

@@ -1,0 +1,112 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/schedloop/schedloop/internal/eta"
+	"github.com/schedloop/schedloop/internal/etaserve"
+	"github.com/schedloop/schedloop/internal/store"
+)
+
+// Defaults of Estimator.
+const (
+	// DefaultETAEvery: a pending job's estimate moves as jobs start and
+	// end, which on a busy cluster is every few minutes.
+	DefaultETAEvery = 5 * time.Minute
+	// DefaultETARetention keeps a week of estimates to score.
+	DefaultETARetention = 7 * 24 * time.Hour
+)
+
+// WaitBuckets are the expected-wait classes of the pending-jobs gauge, by
+// their upper bound; a job not expected to start is "never".
+var WaitBuckets = []struct {
+	Label string
+	Upper time.Duration
+}{{"5m", 5 * time.Minute}, {"30m", 30 * time.Minute}, {"2h", 2 * time.Hour}, {"12h", 12 * time.Hour}, {"inf", 1<<63 - 1}}
+
+// Estimator estimates every pending job's start on a schedule, stores the
+// estimates with the time they were made, so their accuracy can be
+// measured later (store.ETAAccuracy), and sets the pending-jobs gauge.
+type Estimator struct {
+	Service   *etaserve.Service
+	Store     *store.Store
+	Every     time.Duration
+	Retention time.Duration
+	Gauge     *prometheus.GaugeVec // by wait bucket
+	Logger    *slog.Logger
+}
+
+// NewPendingByWaitGauge is the gauge of pending jobs by expected wait.
+func NewPendingByWaitGauge() *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "eta", Name: "pending_jobs",
+		Help: "Pending jobs by their expected wait (p50 of the estimate) from the last estimate: wait is the bucket's upper bound (5m, 30m, 2h, 12h, inf), never for jobs not expected to start."},
+		[]string{"wait"})
+}
+
+// Run estimates every Every until ctx ends.
+func (e *Estimator) Run(ctx context.Context) error {
+	every := e.Every
+	if every <= 0 {
+		every = DefaultETAEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		// A cluster with no node stored yet has nothing to estimate.
+		if err := e.Once(ctx); err != nil && ctx.Err() == nil && e.Logger != nil && !errors.Is(err, store.ErrNotFound) {
+			e.Logger.Warn("wait estimate failed; retried next pass", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Once makes one estimate, stores it and sets the gauge.
+func (e *Estimator) Once(ctx context.Context) error {
+	a, err := e.Service.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	counts := map[string]float64{"never": 0}
+	for _, b := range WaitBuckets {
+		counts[b.Label] = 0
+	}
+	rows := make([]store.ETAEstimate, 0, len(a.Jobs))
+	for _, j := range a.Jobs {
+		r := store.ETAEstimate{JobUID: j.UID, MadeAt: a.At, State: string(j.State), PredictedRunSeconds: j.PredictedRunSecs, Nodes: j.Nodes}
+		label := "never"
+		if j.State == eta.Starts {
+			r.P10, r.P50 = *j.P10, *j.P50
+			if j.P90 != nil {
+				r.P90 = *j.P90
+			}
+			wait := time.Duration(*j.WaitP50Secs * float64(time.Second))
+			for _, b := range WaitBuckets {
+				if wait <= b.Upper {
+					label = b.Label
+					break
+				}
+			}
+		}
+		counts[label]++
+		rows = append(rows, r)
+	}
+	if e.Gauge != nil {
+		for l, n := range counts {
+			e.Gauge.WithLabelValues(l).Set(n)
+		}
+	}
+	retention := e.Retention
+	if retention <= 0 {
+		retention = DefaultETARetention
+	}
+	return e.Store.InsertETAEstimates(ctx, rows, a.At.Add(-retention))
+}
