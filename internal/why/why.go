@@ -274,13 +274,26 @@ func (b Builder) fill(ctx context.Context, st *Story, p schedloop.Pod, pods []sc
 	}
 	byCat := map[string]float64{}
 	st.Timeline = []Interval{}
+	var waits []Interval
 	for _, iv := range ivs {
-		sec := iv.End.Sub(iv.Start).Seconds()
-		st.WaitSeconds += sec
-		byCat[iv.Category] += sec
-		st.Timeline = append(st.Timeline, Interval{Start: iv.Start, End: iv.End, Seconds: sec, State: "waiting",
+		waits = append(waits, Interval{Start: iv.Start, End: iv.End, Seconds: iv.End.Sub(iv.Start).Seconds(), State: "waiting",
 			Category: iv.Category, Label: Label(iv.Category, iv.Reasons, iv.TotalNodes, iv.Message),
 			Reasons: iv.Reasons, Nodes: iv.TotalNodes, Message: iv.Message})
+	}
+	// A job behind Kueue first waits for quota, its pods held by the
+	// admission gate; that wait is the Workload's, not the scheduler's.
+	if st.Kind == "job" {
+		quota, err := b.quotaWaits(ctx, st.Namespace, st.Name)
+		if err != nil {
+			return err
+		}
+		waits = append(ClipToQuota(waits, quota), quota...)
+		sort.SliceStable(waits, func(i, j int) bool { return waits[i].Start.Before(waits[j].Start) })
+	}
+	for _, iv := range waits {
+		st.WaitSeconds += iv.Seconds
+		byCat[iv.Category] += iv.Seconds
+		st.Timeline = append(st.Timeline, iv)
 	}
 	st.Breakdown = []Reason{}
 	for _, c := range slices.Sorted(maps.Keys(byCat)) {
@@ -347,6 +360,21 @@ func (b Builder) fill(ctx context.Context, st *Story, p schedloop.Pod, pods []sc
 		st.Activity = append(st.Activity, Activity{Time: pt.Time, GPUs: pt.GPUs, Active: pt.Active, IdleMinutes: pt.IdleMinutes})
 	}
 	return nil
+}
+
+// quotaWaits are the quota waits of the Kueue Workload named as the job,
+// none when Kueue does not manage it.
+func (b Builder) quotaWaits(ctx context.Context, namespace, name string) ([]Interval, error) {
+	wls, err := b.Store.KueueWorkloads(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	for _, wl := range wls {
+		if wl.Name == name {
+			return QuotaIntervals(wl, b.now()), nil
+		}
+	}
+	return nil, nil
 }
 
 // preemptions adds the evictions of pods (or of the job st tells) and

@@ -33,6 +33,7 @@ import (
 	"github.com/schedloop/schedloop/internal/store"
 	"github.com/schedloop/schedloop/internal/store/storetest"
 	"github.com/schedloop/schedloop/internal/trace"
+	"github.com/schedloop/schedloop/internal/why"
 )
 
 const ns = "default"
@@ -363,6 +364,26 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 	}
 	if !slices.Contains(history, "QuotaReserved=True/QuotaReserved") || !slices.Contains(history, "Admitted=True/Admitted") {
 		t.Errorf("stored history %v lacks the first admission", history)
+	}
+
+	// The victim's wait timeline, as the collector explains it, ends waiting
+	// for quota in its ClusterQueue since the preemption.
+	b := why.Builder{Store: db}
+	m, err := b.Resolve(t.Context(), ns+"/"+victim, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	story, err := b.Job(t.Context(), m.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, iv := range story.Timeline {
+		t.Logf("%s timeline: %s %s..%s %s", victim, iv.State, iv.Start.Format("15:04:05.000"), iv.End.Format("15:04:05.000"), iv.Label)
+	}
+	if n := len(story.Timeline); n == 0 || story.Timeline[n-1].Category != string(schedloop.WaitQuota) ||
+		!story.Timeline[n-1].Start.Equal(pre.LastTransitionTime.Time) ||
+		!strings.HasPrefix(story.Timeline[n-1].Label, "waiting for quota in ClusterQueue team-a") {
+		t.Errorf("%s's timeline %+v: want it to end waiting for quota in ClusterQueue team-a since %v", victim, story.Timeline, pre.LastTransitionTime)
 	}
 
 	// The simulator's replay of Kueue from the same objects admits and
