@@ -131,10 +131,15 @@ func resourceSlices(m *machine, node *corev1.Node) []*resourcev1.ResourceSlice {
 
 func counterSet(gpu int) string { return "gpu-" + strconv.Itoa(gpu) + "-counter-set" }
 
+// LabelGPUClique is GPU feature discovery's label of a node's NVLink
+// clique.
+const LabelGPUClique = "nvidia.com/gpu.clique"
+
 // gpuDevice is GPU i of m, of the given UUID, with the attributes NVIDIA's driver publishes:
 // type, uuid, productName, pcieBusID and memory, the standard NUMA node and
 // PCIe root (two GPUs per PCIe switch, half the GPUs per socket), and the
-// NVLink clique from the node's NVLink-domain label where it has one.
+// NVLink clique from the node's clique label (LabelGPUClique) or else its
+// NVLink-domain label, where it has one.
 func gpuDevice(m *machine, node *corev1.Node, i int, uuid string) resourcev1.Device {
 	spec := m.spec
 	numa, all := int64(0), spec.GPUs+len(m.partUUID)
@@ -149,7 +154,11 @@ func gpuDevice(m *machine, node *corev1.Node, i int, uuid string) resourcev1.Dev
 		dra.AttrNUMANode:    {IntValue: ptr.To(numa)},
 		dra.AttrPCIeRoot:    {StringValue: ptr.To(fmt.Sprintf("pci0000:%02x", 0x10+(i/2)*0x20))},
 	}
-	if clique := node.Labels[trace.LabelNVLinkDomain]; clique != "" {
+	clique := node.Labels[LabelGPUClique]
+	if clique == "" {
+		clique = node.Labels[trace.LabelNVLinkDomain]
+	}
+	if clique != "" {
 		attrs[dra.AttrClique] = resourcev1.DeviceAttribute{StringValue: ptr.To(clique)}
 	}
 	return resourcev1.Device{

@@ -10,15 +10,18 @@
 package podspec
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/dra"
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
@@ -113,10 +116,96 @@ func Read(pod *corev1.Pod) (Facts, error) {
 }
 
 // Request is Read's Request alone, with a share that cannot be honoured
-// dropped (Read says why).
+// dropped (Read says why). It counts GPUs asked for as extended resources
+// only (nvidia.com/gpu, whether the device plugin or DRA serves it); a pod
+// asking through ResourceClaims is read by RequestWith.
 func Request(pod *corev1.Pod) scoring.Request {
 	r, _, _ := request(pod)
 	return r
+}
+
+// ClaimSpecs finds the specs of the ResourceClaims and templates pods name.
+// A nil ClaimSpecs finds none: the pod is read as if it named no claims.
+type ClaimSpecs interface {
+	ClaimSpec(namespace, name string) (*resourcev1.ResourceClaimSpec, bool)
+	TemplateSpec(namespace, name string) (*resourcev1.ResourceClaimSpec, bool)
+}
+
+// ClaimRequest is what pod's own ResourceClaims ask of NVIDIA's DRA driver
+// (dra.Request), each read from the claim, or from its template while the
+// claim is not made yet (a claim made from a template copies its spec).
+// The claim the scheduler makes for an extended resource served by DRA is
+// not among them: that request is the extended resource's, which Request
+// counts. The error names a claim that cannot be found or counted; what
+// could be read is still returned.
+func ClaimRequest(pod *corev1.Pod, claims ClaimSpecs) (dra.ClaimRequest, error) {
+	var total dra.ClaimRequest
+	if claims == nil || len(pod.Spec.ResourceClaims) == 0 {
+		return total, nil
+	}
+	var errs []error
+	for _, pc := range pod.Spec.ResourceClaims {
+		spec, ok := claimSpec(pod, pc, claims)
+		if !ok {
+			errs = append(errs, fmt.Errorf("pod %s/%s: spec.resourceClaims[%s]: claim or template not found", pod.Namespace, pod.Name, pc.Name))
+			continue
+		}
+		r, err := dra.Request(spec)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pod %s/%s: spec.resourceClaims[%s]: %w", pod.Namespace, pod.Name, pc.Name, err))
+		}
+		total.GPUs += r.GPUs
+		total.MIG += r.MIG
+	}
+	return total, errors.Join(errs...)
+}
+
+func claimSpec(pod *corev1.Pod, pc corev1.PodResourceClaim, claims ClaimSpecs) (*resourcev1.ResourceClaimSpec, bool) {
+	if pc.ResourceClaimName != nil {
+		return claims.ClaimSpec(pod.Namespace, *pc.ResourceClaimName)
+	}
+	for _, st := range pod.Status.ResourceClaimStatuses {
+		if st.Name == pc.Name && st.ResourceClaimName != nil {
+			if spec, ok := claims.ClaimSpec(pod.Namespace, *st.ResourceClaimName); ok {
+				return spec, true
+			}
+		}
+	}
+	if pc.ResourceClaimTemplateName != nil {
+		return claims.TemplateSpec(pod.Namespace, *pc.ResourceClaimTemplateName)
+	}
+	return nil, false
+}
+
+// RequestWith is Request with the whole GPUs pod's ResourceClaims ask for
+// (ClaimRequest) added: one count of a pod's GPUs however it asks for
+// them, which every scheduling rule and the simulator read. A share beside
+// claimed GPUs is dropped, as a share beside whole GPUs is.
+func RequestWith(pod *corev1.Pod, claims ClaimSpecs) scoring.Request {
+	r := Request(pod)
+	c, _ := ClaimRequest(pod, claims)
+	if c.GPUs == 0 {
+		return r
+	}
+	if r.Shared() {
+		r.GPUs, r.GPUMilli = 0, 0
+	}
+	r.GPUs += c.GPUs
+	return r
+}
+
+// ReadWith is Read with the GPUs of pod's ResourceClaims counted
+// (RequestWith); the error also names a claim that could not be counted.
+func ReadWith(pod *corev1.Pod, claims ClaimSpecs) (Facts, error) {
+	f, err := Read(pod)
+	c, cerr := ClaimRequest(pod, claims)
+	if c.GPUs > 0 {
+		f.Request = RequestWith(pod, claims)
+	}
+	if err == nil {
+		err = cerr
+	}
+	return f, err
 }
 
 func request(pod *corev1.Pod) (scoring.Request, map[string]int64, error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/schedloop/schedloop/internal/schedplugins/gang"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
+	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/schedplugins/preemption"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/schedplugins/queue"
@@ -48,6 +49,7 @@ type Set struct {
 
 	mu       sync.Mutex
 	managers map[fwk.Handle]*core.Manager
+	dras     map[fwk.Handle]*nodeview.DRA
 	order    *queuesort.Order
 	watching bool
 }
@@ -61,7 +63,7 @@ func NewSet() *Set { return NewSetWithClock(nil) }
 // time and the GPU-hours a victim loses all read it.
 func NewSetWithClock(now func() time.Time) *Set {
 	holder := profilewatch.NewHolder()
-	return &Set{Profile: holder, Reservations: reservation.New(holder, now), managers: map[fwk.Handle]*core.Manager{}, now: now}
+	return &Set{Profile: holder, Reservations: reservation.New(holder, now), managers: map[fwk.Handle]*core.Manager{}, dras: map[fwk.Handle]*nodeview.DRA{}, now: now}
 }
 
 // Registry is every plugin of the set by name, as kube-scheduler's
@@ -103,7 +105,11 @@ func (s *Set) newGang(ctx context.Context, obj runtime.Object, h fwk.Handle) (fw
 		return nil, err
 	}
 	mgr.SetBackoff(time.Duration(args.BackoffSeconds) * time.Second)
-	return gang.New(obj, mgr, s.Profile)
+	d, err := s.dra(h)
+	if err != nil {
+		return nil, err
+	}
+	return gang.New(obj, mgr, s.Profile, d)
 }
 
 func (s *Set) newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -120,7 +126,11 @@ func (s *Set) newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle)
 		s.watching = true
 	}
 	s.Reservations.Use(nil, h, h.EventRecorder())
-	return topology.New(obj, h, mgr, s.Profile, s.Reservations)
+	d, err := s.draLocked(h)
+	if err != nil {
+		return nil, err
+	}
+	return topology.New(obj, h, mgr, s.Profile, s.Reservations, d)
 }
 
 func (s *Set) newQueue(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -128,7 +138,11 @@ func (s *Set) newQueue(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk
 	if err != nil {
 		return nil, err
 	}
-	q, err := queue.New(h.SharedInformerFactory().Core().V1().Pods().Informer(), mgr, s.Profile)
+	d, err := s.dra(h)
+	if err != nil {
+		return nil, err
+	}
+	q, err := queue.New(h.SharedInformerFactory().Core().V1().Pods().Informer(), mgr, s.Profile, d)
 	if err != nil {
 		return nil, err
 	}
@@ -140,10 +154,14 @@ func (s *Set) newQueueSort(_ context.Context, obj runtime.Object, h fwk.Handle) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.order == nil {
+		d, err := s.draLocked(h)
+		if err != nil {
+			return nil, err
+		}
 		// Every profile of a scheduler shares one informer factory: the
 		// first profile's pod informer serves them all.
 		o, err := queuesort.NewOrder(h.SharedInformerFactory().Core().V1().Pods().Informer(),
-			queuesort.Options{Profile: s.Profile, GangSize: s.gangSize})
+			queuesort.Options{Profile: s.Profile, GangSize: s.gangSize, Claims: d})
 		if err != nil {
 			return nil, err
 		}
@@ -154,7 +172,11 @@ func (s *Set) newQueueSort(_ context.Context, obj runtime.Object, h fwk.Handle) 
 }
 
 func (s *Set) newPreemption(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	return preemption.New(ctx, obj, h, s.Profile, s.now)
+	d, err := s.dra(h)
+	if err != nil {
+		return nil, err
+	}
+	return preemption.New(ctx, obj, h, s.Profile, s.now, d)
 }
 
 // gangSize is a gang's minMember from whichever profile's gang manager
@@ -206,4 +228,27 @@ func (s *Set) manager(ctx context.Context, h fwk.Handle) (*core.Manager, error) 
 	}
 	s.managers[h] = m
 	return m, nil
+}
+
+// dra is the DRA reader of h's scheduler, one for all its plugins: they
+// count a pod's ResourceClaim GPUs and a node's published GPUs alike.
+func (s *Set) dra(h fwk.Handle) (*nodeview.DRA, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draLocked(h)
+}
+
+func (s *Set) draLocked(h fwk.Handle) (*nodeview.DRA, error) {
+	if d, ok := s.dras[h]; ok {
+		return d, nil
+	}
+	if h.SharedInformerFactory() == nil {
+		return nil, nil
+	}
+	d, err := nodeview.NewDRA(h.SharedInformerFactory())
+	if err != nil {
+		return nil, err
+	}
+	s.dras[h] = d
+	return d, nil
 }

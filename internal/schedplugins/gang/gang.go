@@ -101,6 +101,8 @@ type Gang struct {
 	profile *profilewatch.Holder
 	// views keeps each node's scoring view between cycles (see nodeview.Cache).
 	views *nodeview.Cache
+	// dra reads GPUs asked for through ResourceClaims (nil: none).
+	dra *nodeview.DRA
 }
 
 var (
@@ -112,12 +114,12 @@ var (
 )
 
 // New builds the plugin over a shared manager (see schedplugins.Set).
-func New(obj runtime.Object, mgr *core.Manager, holder *profilewatch.Holder) (*Gang, error) {
+func New(obj runtime.Object, mgr *core.Manager, holder *profilewatch.Holder, d *nodeview.DRA) (*Gang, error) {
 	args, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err
 	}
-	return &Gang{args: args, mgr: mgr, profile: holder, views: nodeview.NewCache(nil)}, nil
+	return &Gang{args: args, mgr: mgr, profile: holder, views: nodeview.NewCache(nil, d), dra: d}, nil
 }
 
 // Name implements fwk.Plugin.
@@ -184,7 +186,7 @@ func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 	if c.All < minMember {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reasons.GangIncomplete(pod.Namespace, name, c.All, minMember))
 	}
-	req := podspec.Request(pod)
+	req := podspec.RequestWith(pod, g.dra)
 	if outstanding := minMember - c.Placed; outstanding > 0 && !g.mgr.Reserving(key) {
 		// GangFit leaves the shared views as they are (it sets reserving
 		// gangs aside on copies).

@@ -93,7 +93,7 @@ func newFixtureWith(t *testing.T, pods []*v1.Pod, workloadGroups []*schedulingv1
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
-	p, err := gang.New(nil, mgr, profilewatch.NewHolder())
+	p, err := gang.New(nil, mgr, profilewatch.NewHolder(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestPermitTimeoutIsTheProfiles(t *testing.T) {
 			if tc.own == 0 && holder.Load().Params.EffectiveGangTimeout() != tc.want {
 				t.Fatalf("the replayed timeout is %v, want %v", holder.Load().Params.EffectiveGangTimeout(), tc.want)
 			}
-			p, err := gang.New(nil, f.mgr, holder)
+			p, err := gang.New(nil, f.mgr, holder, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,9 +19,12 @@ import (
 // simulator's allocations do; a pod without a record (placed by another
 // scheduler) takes the lowest idle devices, or for a share the tightest
 // device that fits, after every recorded pod. levels are the topology
-// label keys, outermost first (see Domains).
-func Node(ni fwk.NodeInfo, levels []string) *scoring.Node {
-	return build(ni, levels, nil)
+// label keys, outermost first (see Domains). A node's GPUs are its
+// allocatable nvidia.com/gpu and the whole GPUs it publishes through DRA;
+// a pod's are podspec.RequestWith's, so a GPU handed out through a
+// ResourceClaim counts as one handed out by the device plugin. d may be nil.
+func Node(ni fwk.NodeInfo, levels []string, d *DRA) *scoring.Node {
+	return build(ni, levels, d, nil)
 }
 
 // Held is what one pod on a node holds, as Node's view accounts it.
@@ -34,16 +37,16 @@ type Held struct {
 // CPU and memory requests and the devices the view gave it, so releasing
 // a pod's allocation from the view (scoring.Node.Release) leaves the node
 // as if the pod had ended.
-func NodeHeld(ni fwk.NodeInfo, levels []string) (*scoring.Node, []Held) {
+func NodeHeld(ni fwk.NodeInfo, levels []string, d *DRA) (*scoring.Node, []Held) {
 	var held []Held
-	n := build(ni, levels, func(pod *v1.Pod, r scoring.Request, devices []int, milli int) {
+	n := build(ni, levels, d, func(pod *v1.Pod, r scoring.Request, devices []int, milli int) {
 		held = append(held, Held{Pod: pod, Alloc: scoring.Allocation{Node: ni.Node().Name, CPUMilli: r.CPUMilli,
 			MemoryMiB: r.MemoryMiB, Devices: devices, Milli: milli}})
 	})
 	return n, held
 }
 
-func build(ni fwk.NodeInfo, levels []string, record func(pod *v1.Pod, r scoring.Request, devices []int, milli int)) *scoring.Node {
+func build(ni fwk.NodeInfo, levels []string, d *DRA, record func(pod *v1.Pod, r scoring.Request, devices []int, milli int)) *scoring.Node {
 	node := ni.Node()
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
 	n := &scoring.Node{
@@ -55,9 +58,9 @@ func build(ni fwk.NodeInfo, levels []string, record func(pod *v1.Pod, r scoring.
 		MemoryMiBFree: (alloc.GetMemory() - used.GetMemory()) >> 20,
 	}
 	if len(levels) > 0 {
-		n.Domains = Domains(node, levels)
+		n.Domains = DomainsWith(node, levels, d)
 	}
-	gpus := int(alloc.GetScalarResources()[podspec.ResourceGPU])
+	gpus := int(alloc.GetScalarResources()[podspec.ResourceGPU]) + d.NodeGPUs(node.Name)
 	if gpus > 0 {
 		n.GPUFree = make([]int, gpus)
 		for i := range n.GPUFree {
@@ -73,7 +76,7 @@ func build(ni fwk.NodeInfo, levels []string, record func(pod *v1.Pod, r scoring.
 	var unrecorded []pending
 	for _, pi := range ni.GetPods() {
 		pod := pi.GetPod()
-		r := podspec.Request(pod)
+		r := podspec.RequestWith(pod, d)
 		if r.GPUs == 0 || gpus <= 0 {
 			if record != nil {
 				record(pod, r, nil, 0)
@@ -120,12 +123,29 @@ func Domains(node *v1.Node, levels []string) []string {
 	return scoring.NodeDomains(levels, func(key string) string { return node.Labels[key] })
 }
 
+// LevelNVLink is the topology level of NVLink domains. A node without its
+// label takes the level from the NVLink clique its GPUs publish through
+// DRA (dra.AttrClique), so a cluster whose cliques are known only to NVIDIA's
+// driver is planned by clique as a labelled one is.
+const LevelNVLink = "topology.schedloop.io/nvlink-domain"
+
+// DomainsWith is Domains with the NVLink level read from d where the node has
+// no label for it (LevelNVLink).
+func DomainsWith(node *v1.Node, levels []string, d *DRA) []string {
+	return scoring.NodeDomains(levels, func(key string) string {
+		if v, ok := node.Labels[key]; ok || key != LevelNVLink {
+			return v
+		}
+		return d.Clique(node.Name)
+	})
+}
+
 // Nodes builds the scoring view of each node.
-func Nodes(nis []fwk.NodeInfo, levels []string) []*scoring.Node {
+func Nodes(nis []fwk.NodeInfo, levels []string, d *DRA) []*scoring.Node {
 	out := make([]*scoring.Node, 0, len(nis))
 	for _, ni := range nis {
 		if ni.Node() != nil {
-			out = append(out, Node(ni, levels))
+			out = append(out, Node(ni, levels, d))
 		}
 	}
 	return out
@@ -141,6 +161,7 @@ func Nodes(nis []fwk.NodeInfo, levels []string) []*scoring.Node {
 // scoring.CloneNodes for trial placements).
 type Cache struct {
 	levels []string
+	dra    *DRA
 
 	mu     sync.Mutex
 	byName map[string]cachedNode
@@ -152,9 +173,11 @@ type cachedNode struct {
 }
 
 // NewCache returns an empty cache building views with the given topology
-// levels (see Node).
-func NewCache(levels []string) *Cache {
-	return &Cache{levels: levels, byName: map[string]cachedNode{}}
+// levels and DRA reader (see Node). A node's GPUs published in
+// ResourceSlices are read when its view is built: a slice published later
+// is seen at the node's next change (a pod placed, started or ended on it).
+func NewCache(levels []string, d *DRA) *Cache {
+	return &Cache{levels: levels, dra: d, byName: map[string]cachedNode{}}
 }
 
 // Node is Node(ni, levels), from the cache when ni has not changed.
@@ -166,7 +189,7 @@ func (c *Cache) Node(ni fwk.NodeInfo) *scoring.Node {
 	if ok && e.generation == gen {
 		return e.node
 	}
-	n := Node(ni, c.levels)
+	n := Node(ni, c.levels, c.dra)
 	c.mu.Lock()
 	c.byName[name] = cachedNode{generation: gen, node: n}
 	c.mu.Unlock()

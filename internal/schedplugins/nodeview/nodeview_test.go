@@ -24,7 +24,7 @@ func gpuNode(name string) *framework.NodeInfo {
 }
 
 func TestCacheRebuildsOnlyChangedNodes(t *testing.T) {
-	c := nodeview.NewCache([]string{"rack"})
+	c := nodeview.NewCache([]string{"rack"}, nil)
 	a, b := gpuNode("a"), gpuNode("b")
 	first := c.Nodes([]fwk.NodeInfo{a, b})
 	b.AddPod(st.MakePod().Name("p").UID("p").Res(map[v1.ResourceName]string{podspec.ResourceGPU: "3"}).Obj())
@@ -41,13 +41,13 @@ func TestCacheRebuildsOnlyChangedNodes(t *testing.T) {
 	if got := fmt.Sprint(second[1].Domains); got != "[r1]" {
 		t.Errorf("b domains = %s, want [r1]", got)
 	}
-	if fmt.Sprint(*nodeview.Node(a, []string{"rack"})) != fmt.Sprint(*second[0]) {
+	if fmt.Sprint(*nodeview.Node(a, []string{"rack"}, nil)) != fmt.Sprint(*second[0]) {
 		t.Error("cached view differs from a fresh one")
 	}
 }
 
 func TestCacheDropsRemovedNodes(t *testing.T) {
-	c := nodeview.NewCache(nil)
+	c := nodeview.NewCache(nil, nil)
 	var many []fwk.NodeInfo
 	for i := range 200 {
 		many = append(many, gpuNode(fmt.Sprintf("n%03d", i)))
@@ -75,7 +75,7 @@ func TestNodeHoldsRecordedDevices(t *testing.T) {
 	ni.AddPod(pod("quarter", string(podspec.ResourceGPUMilli), "250", "3"))
 	ni.AddPod(pod("half", string(podspec.ResourceGPUMilli), "500", "3"))
 	ni.AddPod(pod("elsewhere", string(podspec.ResourceGPUMilli), "600", "")) // no record: tightest fit
-	n := nodeview.Node(ni, nil)
+	n := nodeview.Node(ni, nil, nil)
 	want := []int{0, 400, 1000, 250, 1000, 0, 1000, 1000}
 	if fmt.Sprint(n.GPUFree) != fmt.Sprint(want) {
 		t.Errorf("GPUFree = %v, want %v", n.GPUFree, want)

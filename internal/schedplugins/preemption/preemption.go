@@ -66,9 +66,11 @@ const (
 // Plugin applies scoring's preemption rule through the framework's
 // preemption evaluator.
 type Plugin struct {
-	fh        fwk.Handle
-	fts       plfeature.Features
-	holder    *profilewatch.Holder
+	fh     fwk.Handle
+	fts    plfeature.Features
+	holder *profilewatch.Holder
+	// dra reads GPUs asked for through ResourceClaims (nil: none).
+	dra       *nodeview.DRA
 	now       func() time.Time
 	executor  *preemption.Executor
 	evaluator *preemption.Evaluator
@@ -93,11 +95,11 @@ func (p *Plugin) Name() string { return Name }
 // New builds the plugin with the scheduler's feature gates; now reads the
 // clock the minimum run time and the GPU-hours lost are measured on (nil:
 // time.Now).
-func New(_ context.Context, _ runtime.Object, h fwk.Handle, holder *profilewatch.Holder, now func() time.Time) (*Plugin, error) {
+func New(_ context.Context, _ runtime.Object, h fwk.Handle, holder *profilewatch.Holder, now func() time.Time, d *nodeview.DRA) (*Plugin, error) {
 	if now == nil {
 		now = time.Now
 	}
-	p := &Plugin{fh: h, fts: plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate), holder: holder, now: now}
+	p := &Plugin{fh: h, fts: plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate), holder: holder, now: now, dra: d}
 	p.executor = preemption.NewExecutor(h, p.fts)
 	p.executor.PreemptPod = p.preemptPod
 	p.evaluator = preemption.NewEvaluator(Name, h, p, p.executor)
@@ -114,6 +116,7 @@ type job struct {
 type view struct {
 	params scoring.Params
 	now    int64
+	dra    *nodeview.DRA
 	jobs   map[string]*job
 	byPod  map[types.UID]string
 	nodes  map[string]fwk.NodeInfo
@@ -160,7 +163,7 @@ func (p *Plugin) snapshot() (*view, error) {
 		return nil, fmt.Errorf("%s: list nodes: %w", Name, err)
 	}
 	now := p.now().UnixNano()
-	v := &view{params: p.holder.Load().Params, now: now, jobs: map[string]*job{}, byPod: map[types.UID]string{},
+	v := &view{params: p.holder.Load().Params, now: now, dra: p.dra, jobs: map[string]*job{}, byPod: map[types.UID]string{},
 		nodes: map[string]fwk.NodeInfo{}, choices: map[string]scoring.PreemptionChoice{}}
 	waiting := map[string]bool{}
 	for _, ni := range nis {
@@ -184,7 +187,7 @@ func (p *Plugin) snapshot() (*view, error) {
 			j.v.Priority = max(j.v.Priority, prio)
 			j.v.Started = min(j.v.Started, started)
 			j.v.NonPreemptible = j.v.NonPreemptible || podspec.NonPreemptible(pod)
-			j.v.GPUMilli += podspec.Request(pod).TotalGPUMilli()
+			j.v.GPUMilli += podspec.RequestWith(pod, v.dra).TotalGPUMilli()
 			j.pods = append(j.pods, pi)
 			v.byPod[pod.UID] = key
 		}
@@ -265,7 +268,7 @@ func (p *Plugin) cause(c preemption.Candidate, preemptor preemption.ExecutorPree
 	j := scoring.VictimJob{Name: key, Started: Started(victim, now)}
 	for _, pod := range c.Victims().Pods {
 		if jobKey(pod) == key {
-			j.GPUMilli += podspec.Request(pod).TotalGPUMilli()
+			j.GPUMilli += podspec.RequestWith(pod, p.dra).TotalGPUMilli()
 			j.Started = min(j.Started, Started(pod, now))
 		}
 	}
@@ -289,7 +292,7 @@ func (p *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, 
 	if v == nil {
 		return nil, 0, fwk.AsStatus(fmt.Errorf("%s: no preemption in progress", Name))
 	}
-	node, held := nodeview.NodeHeld(nodeInfo, nil)
+	node, held := nodeview.NodeHeld(nodeInfo, nil, v.dra)
 	var keys []string
 	var jobs []scoring.VictimJob
 	var here [][]scoring.Allocation
@@ -307,7 +310,7 @@ func (p *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, 
 		}
 		here[k] = append(here[k], h.Alloc)
 	}
-	c, ok := v.params.PreemptOnNode(node, podspec.Request(preemptor), corev1helpers.PodPriority(preemptor), v.now, jobs, here)
+	c, ok := v.params.PreemptOnNode(node, podspec.RequestWith(preemptor, v.dra), corev1helpers.PodPriority(preemptor), v.now, jobs, here)
 	if !ok {
 		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msgNoVictims)
 	}

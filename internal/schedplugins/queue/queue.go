@@ -22,6 +22,7 @@ import (
 	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/reasons"
 	"github.com/schedloop/schedloop/internal/schedplugins/gang/core"
+	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
@@ -35,6 +36,8 @@ type Queue struct {
 	mgr     *core.Manager
 	profile *profilewatch.Holder
 	pods    cache.SharedIndexInformer
+	// dra reads GPUs asked for through ResourceClaims (nil: none).
+	dra *nodeview.DRA
 }
 
 // Activator moves pending pods to the scheduler's active queue (fwk.Handle
@@ -51,8 +54,8 @@ var (
 
 // New builds the plugin; podInformer (the scheduler's) feeds the ledger
 // with bound pods. mgr, when set, supplies gangs' minMember.
-func New(podInformer cache.SharedIndexInformer, mgr *core.Manager, holder *profilewatch.Holder) (*Queue, error) {
-	q := &Queue{ledger: newLedger(), mgr: mgr, profile: holder, pods: podInformer}
+func New(podInformer cache.SharedIndexInformer, mgr *core.Manager, holder *profilewatch.Holder, d *nodeview.DRA) (*Queue, error) {
+	q := &Queue{ledger: newLedger(), mgr: mgr, profile: holder, pods: podInformer, dra: d}
 	if podInformer == nil {
 		return q, nil
 	}
@@ -137,7 +140,7 @@ func (q *Queue) entry(pod *v1.Pod) (entry, bool) {
 	if name == "" {
 		return entry{}, false
 	}
-	milli := podspec.Request(pod).TotalGPUMilli()
+	milli := podspec.RequestWith(pod, q.dra).TotalGPUMilli()
 	e := entry{queue: name, milli: milli}
 	if key, _, ok := podspec.GangKey(pod); ok {
 		e.gang = key

@@ -41,7 +41,7 @@ func TestPreFilter(t *testing.T) {
 	if _, err := holder.Apply([]byte(profileYAML)); err != nil {
 		t.Fatal(err)
 	}
-	q, err := New(nil, nil, holder)
+	q, err := New(nil, nil, holder, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ queues:
 `)); err != nil {
 		t.Fatal(err)
 	}
-	q, err := New(nil, nil, holder)
+	q, err := New(nil, nil, holder, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

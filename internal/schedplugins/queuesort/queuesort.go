@@ -59,6 +59,7 @@ const IndexPodGroup = "schedloop.io/pod-group"
 // Order is the queue order, shared by every profile of one scheduler.
 type Order struct {
 	pods    cache.Indexer
+	claims  podspec.ClaimSpecs
 	profile *profilewatch.Holder
 	// gangSize is a gang's member count (its PodGroup's minMember); false
 	// when its PodGroup is not known yet.
@@ -108,6 +109,9 @@ type Options struct {
 	// Now is the clock starvation bounds and attained service read; nil is
 	// time.Now.
 	Now func() time.Time
+	// Claims finds the ResourceClaims pods ask for GPUs through; nil counts
+	// extended resources only (podspec.RequestWith).
+	Claims podspec.ClaimSpecs
 }
 
 // NewOrder builds the order over the scheduler's pod informer, which must
@@ -116,7 +120,7 @@ type Options struct {
 // service, for tests.
 func NewOrder(podInformer cache.SharedIndexInformer, opt Options) (*Order, error) {
 	o := &Order{first: map[string]sighting{}, known: map[types.UID]podEntry{}, attained: map[string]*scoring.AttainedService{},
-		counted: map[types.UID]charge{}, profile: opt.Profile, gangSize: opt.GangSize, now: opt.Now}
+		counted: map[types.UID]charge{}, profile: opt.Profile, gangSize: opt.GangSize, now: opt.Now, claims: opt.Claims}
 	if o.profile == nil {
 		o.profile = profilewatch.NewHolder()
 	}
@@ -249,7 +253,7 @@ func (o *Order) podKey(act *profilewatch.Active, now time.Time, pod *v1.Pod, pri
 		return k, s.run
 	}
 	o.mu.Unlock()
-	f, _ := podspec.Read(pod)
+	f, _ := podspec.ReadWith(pod, o.claims)
 	e = podEntry{id: string(pod.UID), gang: f.GangKey, queue: f.Queue}
 	if f.GangKey != "" {
 		e.id = f.GangKey
@@ -308,7 +312,7 @@ func (o *Order) Job(pod *v1.Pod, now time.Time) (scoring.QueueKey, time.Duration
 // RunTime is the run time the active profile's predictor table predicts
 // for pod's job, as a waiting job's is predicted at its first sighting.
 func (o *Order) RunTime(pod *v1.Pod) time.Duration {
-	f, _ := podspec.Read(pod)
+	f, _ := podspec.ReadWith(pod, o.claims)
 	run, _ := o.predict(o.profile.Load(), pod, f)
 	return run
 }
@@ -397,7 +401,7 @@ func (o *Order) charge(pod *v1.Pod, deleted bool) {
 		return
 	}
 	q := podspec.Queue(pod)
-	c = charge{queue: q, gpus: float64(podspec.Request(pod).TotalGPUMilli()) / scoring.MilliPerGPU}
+	c = charge{queue: q, gpus: float64(podspec.RequestWith(pod, o.claims).TotalGPUMilli()) / scoring.MilliPerGPU}
 	o.counted[pod.UID] = c
 	o.account(q).Advance(now, scoring.DefaultAttainedHalfLife, c.gpus)
 }

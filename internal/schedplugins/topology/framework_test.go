@@ -76,7 +76,7 @@ func TestScoreWinnerIsScoringsChoice(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			holder := profilewatch.NewHolder()
-			p, err := topology.New(nil, nil, nil, holder, nil)
+			p, err := topology.New(nil, nil, nil, holder, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +87,7 @@ func TestScoreWinnerIsScoringsChoice(t *testing.T) {
 			var names []string
 			var raw []float64
 			for _, ni := range tc.nodes {
-				n := nodeview.Node(ni, topology.DefaultLevels)
+				n := nodeview.Node(ni, topology.DefaultLevels, nil)
 				v := -1.0
 				if n.Fit(req) == scoring.Fits {
 					v, _ = s.Score(n, req)
@@ -108,7 +108,7 @@ func TestScoreWinnerIsScoringsChoice(t *testing.T) {
 // Cached views follow the NodeInfo: once a node changes (its generation
 // moves on) the next cycle scores what is on it now.
 func TestScoreFollowsNodeChanges(t *testing.T) {
-	p, err := topology.New(nil, nil, nil, profilewatch.NewHolder(), nil)
+	p, err := topology.New(nil, nil, nil, profilewatch.NewHolder(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestScoreFollowsNodeChanges(t *testing.T) {
 // emptying, and a profile swap.
 func TestRememberedScoresMatchFreshScores(t *testing.T) {
 	holder := profilewatch.NewHolder()
-	long, err := topology.New(nil, nil, nil, holder, nil)
+	long, err := topology.New(nil, nil, nil, holder, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestRememberedScoresMatchFreshScores(t *testing.T) {
 			}
 		}
 		pod := shapes[rng.IntN(len(shapes))]
-		fresh, err := topology.New(nil, nil, nil, holder, nil)
+		fresh, err := topology.New(nil, nil, nil, holder, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestRememberedScoresMatchFreshScores(t *testing.T) {
 		}
 		p := pod.DeepCopy()
 		p.Name, p.UID = fmt.Sprintf("%s-%d", pod.Name, cycle), types.UID(fmt.Sprintf("%s-%d", pod.Name, cycle))
-		if nodeview.Node(ni, topology.DefaultLevels).Fit(podspec.Request(p)) == scoring.Fits {
+		if nodeview.Node(ni, topology.DefaultLevels, nil).Fit(podspec.Request(p)) == scoring.Fits {
 			ni.AddPod(p)
 			placed[name] = append(placed[name], p)
 		}
@@ -229,7 +229,7 @@ func TestFilterChecksDevicesWhereSharesLand(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := topology.New(nil, nil, nil, profilewatch.NewHolder(), nil)
+			p, err := topology.New(nil, nil, nil, profilewatch.NewHolder(), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -45,7 +45,7 @@ func (t *Topology) planReservation(state fwk.CycleState, pod *v1.Pod, now time.T
 		if ni.Node() == nil {
 			continue
 		}
-		n, held := nodeview.NodeHeld(ni, t.args.Levels)
+		n, held := nodeview.NodeHeld(ni, t.args.Levels, t.dra)
 		i := len(views)
 		views = append(views, n)
 		for _, h := range held {
@@ -93,7 +93,7 @@ func (t *Topology) planReservation(state fwk.CycleState, pod *v1.Pod, now time.T
 		}
 	}
 
-	req := podspec.Request(pod)
+	req := podspec.RequestWith(pod, t.dra)
 	members, level := 1, -1
 	if _, _, gang := podspec.GangKey(pod); gang && t.mgr != nil {
 		group, err := t.mgr.Group(pod)

@@ -137,7 +137,9 @@ type Topology struct {
 	// views keeps each node's scoring view between cycles: a scheduling
 	// cycle rebuilds only the nodes whose NodeInfo changed.
 	views *nodeview.Cache
-	memo  *scoreMemo
+	// dra reads GPUs asked for through ResourceClaims (nil: none).
+	dra  *nodeview.DRA
+	memo *scoreMemo
 
 	workload  atomic.Pointer[workloadSnapshot]
 	refreshMu sync.Mutex
@@ -168,12 +170,12 @@ var (
 
 // New builds the plugin over the shared gang manager and reservation book
 // (see schedplugins.Set; a nil book reserves nothing).
-func New(obj runtime.Object, h fwk.Handle, mgr *core.Manager, holder *profilewatch.Holder, book *reservation.Book) (*Topology, error) {
+func New(obj runtime.Object, h fwk.Handle, mgr *core.Manager, holder *profilewatch.Holder, book *reservation.Book, d *nodeview.DRA) (*Topology, error) {
 	args, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err
 	}
-	t := &Topology{args: args, handle: h, mgr: mgr, profile: holder, now: time.Now, views: nodeview.NewCache(args.Levels), memo: newScoreMemo(), book: book}
+	t := &Topology{args: args, handle: h, mgr: mgr, profile: holder, now: time.Now, views: nodeview.NewCache(args.Levels, d), dra: d, memo: newScoreMemo(), book: book}
 	if h != nil && h.SharedInformerFactory() != nil {
 		t.pods = h.SharedInformerFactory().Core().V1().Pods().Lister()
 	}
@@ -216,7 +218,7 @@ func (t *Topology) requiredLevel(pod *v1.Pod, groupKey string) (int, string) {
 // the same way. A gang that finds no node in a domain it was confined to by
 // preference alone is unconfined (PostFilter).
 func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	facts, err := podspec.Read(pod)
+	facts, err := podspec.ReadWith(pod, t.dra)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
@@ -268,7 +270,7 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 			view = scoring.CloneNodes(view)
 			scoring.Reserve(view, others)
 		}
-		req := podspec.Request(pod)
+		req := podspec.RequestWith(pod, t.dra)
 		p, ok := scoring.PlanGang(view, req, outstanding, len(t.args.Levels), level)
 		if !ok {
 			if level < 0 {
@@ -308,7 +310,7 @@ func (t *Topology) inPlan(plan *scoring.GangPlan, nodes []fwk.NodeInfo) sets.Set
 		}
 		d, ok := t.domains[n.Name]
 		if !ok || d.node != n {
-			d = nodeDomains{node: n, view: &scoring.Node{Name: n.Name, Domains: nodeview.Domains(n, t.args.Levels)}}
+			d = nodeDomains{node: n, view: &scoring.Node{Name: n.Name, Domains: nodeview.DomainsWith(n, t.args.Levels, t.dra)}}
 			t.domains[n.Name] = d
 		}
 		if plan.Contains(d.view) {
@@ -416,7 +418,7 @@ func (c *cycleScores) Clone() fwk.StateData { return c }
 // earlier pod with the same inputs come from the memo.
 func (t *Topology) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	active, workload, s := t.scorer(state, pod)
-	req := podspec.Request(pod)
+	req := podspec.RequestWith(pod, t.dra)
 	names := make([]string, len(nodes))
 	raw := make([]float64, len(nodes))
 	t.memo.scores(nodes, inputsFor(active, workload, s.Plan, req), names, raw, func(ni fwk.NodeInfo) float64 {
@@ -480,7 +482,7 @@ func FrameworkScores(names []string, raw []float64) map[string]int64 {
 // copy, so the node views of the next cycles see the record at once;
 // PreBind writes it to the API for the node and the collector.
 func (t *Topology) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	req := podspec.Request(pod)
+	req := podspec.RequestWith(pod, t.dra)
 	if req.GPUs == 0 || t.handle == nil {
 		return nil
 	}
@@ -595,7 +597,7 @@ func (t *Topology) typicalWorkload() *workloadSnapshot {
 	pods, _ := t.pods.List(labels.Everything())
 	reqs := make([]scoring.Request, 0, len(pods))
 	for _, p := range pods {
-		if r := podspec.Request(p); r.GPUs > 0 {
+		if r := podspec.RequestWith(p, t.dra); r.GPUs > 0 {
 			reqs = append(reqs, r)
 		}
 	}
