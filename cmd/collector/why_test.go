@@ -44,8 +44,10 @@ func TestWhyPrintsTheBreakdownAndTimeline(t *testing.T) {
 	}
 }
 
-func TestWhyETA(t *testing.T) {
-	url := storetest.URL(t)
+// seedETA stores one 8-GPU node, a job running on it for the last 20
+// minutes and an 8-GPU job waiting for it (ml/run, ml/wait).
+func seedETA(t *testing.T, url string) {
+	t.Helper()
 	st := storetest.Open(t, url)
 	ctx := context.Background()
 	if _, err := st.Migrate(ctx); err != nil {
@@ -68,6 +70,12 @@ func TestWhyETA(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestWhyETA(t *testing.T) {
+	url := storetest.URL(t)
+	seedETA(t, url)
+	ctx := context.Background()
 	var out strings.Builder
 	if err := run(ctx, []string{"why", "-eta", "ml/wait"}, env(url), &out, io.Discard); err != nil {
 		t.Fatal(err)

@@ -10,27 +10,44 @@ export class APIError extends Error {
   }
 }
 
-export async function get(path, params = {}) {
+export function get(path, params = {}) {
+  return request('GET', path, params)
+}
+
+// post sends body as text (a manifest, YAML or JSON); an array value in
+// params repeats its key.
+export function post(path, params = {}, body = '') {
+  return request('POST', path, params, body)
+}
+
+async function request(method, path, params, body) {
   const qs = new URLSearchParams()
   for (const [k, v] of Object.entries(params)) {
-    if (v === undefined || v === null || v === '') continue
-    qs.set(k, v)
+    for (const x of Array.isArray(v) ? v : [v]) {
+      if (x === undefined || x === null || x === '') continue
+      qs.append(k, x)
+    }
   }
   const url = '/api/v1' + path + (qs.toString() ? '?' + qs : '')
   for (let attempt = 0; attempt < 2; attempt++) {
     const headers = {}
     const token = sessionStorage.getItem(TOKEN_KEY)
     if (token) headers.Authorization = 'Bearer ' + token
-    const resp = await fetch(url, { headers })
+    const init = { method, headers }
+    if (method !== 'GET') {
+      headers['Content-Type'] = 'application/yaml'
+      init.body = body
+    }
+    const resp = await fetch(url, init)
     if (resp.status === 401 && attempt === 0) {
       const t = window.prompt('This schedloop API needs a token (collector -api-token):')
       if (!t) throw new APIError(401, 'authentication required')
       sessionStorage.setItem(TOKEN_KEY, t)
       continue
     }
-    const body = await resp.json().catch(() => ({ error: resp.statusText }))
-    if (!resp.ok) throw new APIError(resp.status, body.error || resp.statusText)
-    return body
+    const answer = await resp.json().catch(() => ({ error: resp.statusText }))
+    if (!resp.ok) throw new APIError(resp.status, answer.error || resp.statusText)
+    return answer
   }
   throw new APIError(401, 'authentication required')
 }

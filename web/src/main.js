@@ -1,7 +1,7 @@
-// The dashboard: four pages behind a hash router (#/idle, #/why, #/profiles, #/gpus),
+// The dashboard: five pages behind a hash router (#/idle, #/why, #/eta, #/profiles, #/gpus),
 // each a function that fetches from /api/v1 and renders into <main>.
 import './style.css'
-import { get } from './api.js'
+import { get, post } from './api.js'
 import {
   STATE_COLORS, STATE_TITLES, REASON_COLORS, stackedArea, stackedBars, stackedColumns, lines, groupedBars, fmtTime,
 } from './charts.js'
@@ -53,7 +53,7 @@ function renderRoute() {
   document.querySelectorAll('nav a').forEach((a) => a.classList.toggle('active', a.dataset.page === page))
   clear()
   const params = new URLSearchParams(qs || '')
-  const render = { idle: idlePage, why: whyPage, profiles: profilesPage, gpus: gpusPage }[page] || idlePage
+  const render = { idle: idlePage, why: whyPage, eta: etaPage, profiles: profilesPage, gpus: gpusPage }[page] || idlePage
   main.dataset.page = page
   main.dataset.ready = 'false'
   return render(params).then(
@@ -297,6 +297,99 @@ function renderStory(s) {
   } else {
     el.querySelector('#c-activity').replaceWith(Object.assign(document.createElement('p'), { textContent: 'no GPU activity recorded (not running yet)' }))
   }
+}
+
+// ------------------------------------------------------------------ ETA page
+
+// inWait writes a wait as "now" or "in 12m".
+function inWait(sec) {
+  if (sec === undefined || sec === null) return '—'
+  sec = Math.round(sec)
+  if (sec < 30) return 'now'
+  const d = Math.floor(sec / 86400), h = Math.floor((sec % 86400) / 3600), m = Math.round((sec % 3600) / 60)
+  if (d) return `in ${d}d${h ? h + 'h' : ''}`
+  if (h) return `in ${h}h${String(m).padStart(2, '0')}m`
+  return `in ${Math.max(m, 1)}m`
+}
+
+const ETA_STATES = {
+  starts: 'starts',
+  'never-fits': 'never fits',
+  'not-started': 'not started in the replays',
+}
+
+// etaRows renders estimates as table rows: the expected start (p50) with its
+// p10..p90 interval, the nodes it would take and the jobs whose ends free them.
+function etaRows(jobs) {
+  return jobs.map((j) => {
+    const interval = j.wait_p10_seconds !== undefined
+      ? `${inWait(j.wait_p10_seconds)} – ${j.wait_p90_seconds !== undefined ? inWait(j.wait_p90_seconds).replace(/^in /, '') : 'never'}`
+      : ''
+    const start = j.state === 'starts'
+      ? `<b data-testid="eta-p50" data-seconds="${j.wait_p50_seconds}" title="${esc(ts(j.p50))}">${inWait(j.wait_p50_seconds)}</b>`
+      : `<b data-testid="eta-p50">${esc(ETA_STATES[j.state] || j.state)}</b>`
+    const who = j.uid === 'what-if' ? `${esc(j.namespace)}/${esc(j.name)} <small>(not submitted)</small>`
+      : `<a href="#/why?kind=job&q=${encodeURIComponent(j.uid)}">${esc(j.namespace)}/${esc(j.name)}</a>`
+    return `<tr data-uid="${esc(j.uid)}" data-state="${esc(j.state)}"><td>${who}</td><td>${esc(j.queue)}</td>
+      <td class="num">${fmtNum(j.gpus)}${j.members > 1 ? ` <small>(${j.members} members)</small>` : ''}</td>
+      <td>${start}</td><td data-testid="eta-interval">${interval}</td>
+      <td>${(j.nodes || []).map(esc).join(' ')}</td><td data-testid="eta-waits">${(j.waits_for || []).map(esc).join(', ')}</td>
+      <td data-testid="eta-reason">${j.state === 'starts' ? '' : `<span class="badge">${esc(j.state)}</span> `}${esc(j.reason)}</td></tr>`
+  }).join('')
+}
+
+const ETA_HEAD = `<thead><tr><th>job</th><th>queue</th><th class="num">GPUs</th><th>expected start (p50)</th><th>p10 – p90</th>
+  <th>nodes</th><th>waits for</th><th>state / reason</th></tr></thead>`
+
+function etaSummary(a) {
+  const acc = a.accuracy_7d || {}
+  return `estimated ${ts(a.at)} under profile <b>${esc(a.profile || 'default')}</b> from ${a.runs} replays; ${a.running} job${a.running === 1 ? '' : 's'} running` +
+    (acc.estimates ? ` · last 7 days: ${acc.estimates} estimates, median error ${acc.median_abs_error_pct.toFixed(0)}%, ` +
+      `${pct(acc.interval_coverage)} of starts inside p10–p90` : ' · no stored estimate scored yet')
+}
+
+async function etaPage() {
+  main.innerHTML = `
+    <h1>When will it start?</h1>
+    <section class="card"><h2>Pending jobs <small>replays of the cluster forward under the applied profile, with the run-time predictor's error</small></h2>
+      <p class="note" data-testid="eta-summary"></p>
+      <table data-testid="eta">${ETA_HEAD}<tbody></tbody></table></section>
+    <section class="card"><h2>What if <small>estimated without submitting anything; nothing is written</small></h2>
+      <form id="whatif" class="whatif">
+        <textarea name="manifest" rows="10" spellcheck="false" data-testid="whatif-manifest"
+          placeholder="a Pod or Job manifest, YAML or JSON (leave empty to ask only about drains and limits)"></textarea>
+        <div class="fields">
+          <label>drain <input name="drain" size="24" placeholder="node-a,node-b"></label>
+          <label>queue limits <input name="queue_limit" size="24" placeholder="team-a:16 team-b:8:2"></label>
+          <label>members <input name="members" size="4" inputmode="numeric" placeholder="gang"></label>
+          <button type="submit">estimate</button>
+        </div>
+      </form>
+      <div id="whatif-answer" data-testid="whatif-answer"></div></section>`
+  const form = main.querySelector('#whatif')
+  const out = main.querySelector('#whatif-answer')
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault()
+    const f = Object.fromEntries(new FormData(form))
+    out.dataset.ready = 'false'
+    out.innerHTML = '<p class="note">estimating…</p>'
+    try {
+      const a = await post('/whatif', {
+        drain: f.drain.replace(/\s+/g, ''),
+        queue_limit: f.queue_limit.split(/[\s,]+/).filter(Boolean),
+        members: f.members.trim(),
+      }, f.manifest)
+      out.innerHTML = `<p class="note">${etaSummary(a)}</p>` + (a.jobs.length
+        ? `<table data-testid="whatif-jobs">${ETA_HEAD}<tbody>${etaRows(a.jobs)}</tbody></table>`
+        : '<p>no job would be pending</p>')
+    } catch (err) {
+      out.innerHTML = `<p class="error" data-testid="whatif-error">${err.status ? err.status + ': ' : ''}${esc(err.message)}</p>`
+    }
+    out.dataset.ready = 'true'
+  })
+  const a = await get('/eta')
+  main.querySelector('[data-testid=eta-summary]').innerHTML = etaSummary(a)
+  main.querySelector('[data-testid=eta] tbody').innerHTML = etaRows(a.jobs) || '<tr><td colspan="8">no job is pending</td></tr>'
 }
 
 // ------------------------------------------------------------ profiles page
