@@ -37,6 +37,9 @@ type Point struct {
 	Actual        time.Duration
 	P10, P50, P90 time.Duration
 	State         State
+	// Finished is how many jobs had finished at the submission: below
+	// MinErrorSamples the estimate assumed DefaultErrors.
+	Finished int
 }
 
 // AbsErrorPct is the median estimate's error relative to the actual wait.
@@ -87,7 +90,7 @@ func Backtest(ctx context.Context, c *sim.Cluster, jobs []sim.Job, cfg sim.Confi
 			return nil, fmt.Errorf("backtest: %w", err)
 		}
 		at := jobs[k].Arrival
-		snap, errs, self := snapshotAt(c, jobs, truth, snapCfg, at, k)
+		snap, errs, self, finished := snapshotAt(c, jobs, truth, snapCfg, at, k)
 		fo := opt.Forecast
 		fo.Seed = opt.Seed ^ uint64(k)
 		fo.Errors = errs
@@ -96,14 +99,14 @@ func Backtest(ctx context.Context, c *sim.Cluster, jobs []sim.Job, cfg sim.Confi
 			return nil, fmt.Errorf("backtest: job %s at %v: %w", jobs[k].Name, at, err)
 		}
 		e := est[self]
-		points = append(points, Point{Job: jobs[k].Name, Actual: truth.Jobs[k].Start - at, P10: e.P10, P50: e.P50, P90: e.P90, State: e.State})
+		points = append(points, Point{Job: jobs[k].Name, Actual: truth.Jobs[k].Start - at, P10: e.P10, P50: e.P50, P90: e.P90, State: e.State, Finished: finished})
 	}
 	return points, nil
 }
 
 // snapshotAt is what a live cluster showed at instant at, just after job k
 // was submitted; self is k's index among the snapshot's pending jobs.
-func snapshotAt(c *sim.Cluster, jobs []sim.Job, truth sim.Result, cfg sim.Config, at time.Duration, k int) (Snapshot, ErrorModel, int) {
+func snapshotAt(c *sim.Cluster, jobs []sim.Job, truth sim.Result, cfg sim.Config, at time.Duration, k int) (Snapshot, ErrorModel, int, int) {
 	snap := Snapshot{Cluster: c, Config: cfg}
 	type ended struct {
 		at  time.Duration
@@ -137,7 +140,7 @@ func snapshotAt(c *sim.Cluster, jobs []sim.Job, truth sim.Result, cfg sim.Config
 	for _, d := range done {
 		obs = append(obs, d.obs)
 	}
-	return snap, NewErrorModel(obs), self
+	return snap, NewErrorModel(obs), self, len(done)
 }
 
 // Summary is a backtest's headline: the median absolute error of the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -175,4 +176,56 @@ func TestHeliosETAOnPhillySlice(t *testing.T) {
 	}
 	s := eta.Summarise(points)
 	t.Logf("%d waits: median abs error %.1f%%, p10..p90 coverage %.2f", s.Points, s.MedianAbsErrorPct, s.IntervalCoverage)
+}
+
+// With run times known exactly, every estimate on the committed Philly
+// slice made with history enough to measure the error (the slice's first
+// days finish few jobs) is the replay's own start, with and without
+// backfill: the
+// snapshot a submission sees (running jobs where the replay placed them,
+// the queue in its order, the profile's rules) is the state the replay
+// went on from, so what error the estimates have is the predictor's.
+func TestHeliosETAIsExactWithExactRunTimes(t *testing.T) {
+	f, err := os.Open("../trace/testdata/philly/pollux_philly_head300.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tj, epoch, err := trace.ReadPhillyJobsEpoch(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewHeliosWorkload(tj, epoch, []HeliosVC{{"6214e9", 8}}, time.Date(2017, 10, 9, 12, 0, 0, 0, time.UTC), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, noBackfill := range []bool{true, false} {
+		p := HeliosPolicy{Name: "exact", Config: func() (sim.Config, error) {
+			return sim.Config{Params: scoring.Params{Weights: ConsolidateWeights()}, NoBackfill: noBackfill}, nil
+		}, Jobs: func(js []sim.Job) []sim.Job {
+			out := slices.Clone(js)
+			for i := range out {
+				out[i].Predicted = out[i].Duration
+			}
+			return out
+		}}
+		points, err := HeliosETA(context.Background(), w, p, eta.BacktestOptions{MinWait: time.Second, Seed: 2}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		measured := 0
+		for _, pt := range points {
+			if pt.Finished < eta.MinErrorSamples {
+				// Too little history: the default error is assumed.
+				continue
+			}
+			measured++
+			if pt.P50 != pt.Actual || !pt.Covered() {
+				t.Errorf("no backfill %v: %s started after %v, estimated %v (%v..%v)", noBackfill, pt.Job, pt.Actual, pt.P50, pt.P10, pt.P90)
+			}
+		}
+		if measured < 5 {
+			t.Errorf("no backfill %v: %d of %d submissions had history enough to measure the error, want at least 5", noBackfill, measured, len(points))
+		}
+	}
 }
