@@ -18,24 +18,59 @@ const DefaultIdleThreshold = 0.05
 
 // RollupDemand recomputes gpu_demand_minutes for the minutes in [from, to).
 // A pod's demand counts from its creation until it was bound (or ended
-// without ever being bound).
+// without ever being bound). While its job's Kueue Workload (same namespace
+// and name) holds no quota reservation, it counts as waiting for quota, not
+// for capacity: the latest QuotaReserved state observed at or before the
+// minute is not True, or none was observed yet.
 func (s *Store) RollupDemand(ctx context.Context, from, to time.Time) error {
 	_, err := s.pool.Exec(ctx, `
-		INSERT INTO gpu_demand_minutes (minute, pending_gpus, pending_pods)
-		SELECT m.minute,
-		       coalesce(sum(CASE WHEN p.gpu_milli > 0 AND p.gpu_milli < 1000 THEN p.gpu_milli / 1000.0 ELSE p.gpus END), 0),
-		       count(p.uid)
-		FROM generate_series(date_trunc('minute', $1::timestamptz), $2::timestamptz - interval '1 minute', interval '1 minute') AS m(minute)
-		LEFT JOIN pods p ON p.gpus > 0
-		     AND p.created_at <= m.minute
-		     AND coalesce(p.scheduled_at, p.finished_at, 'infinity') > m.minute
-		GROUP BY m.minute
-		ON CONFLICT (minute) DO UPDATE SET pending_gpus = EXCLUDED.pending_gpus, pending_pods = EXCLUDED.pending_pods`,
+		INSERT INTO gpu_demand_minutes (minute, pending_gpus, pending_pods, pending_quota_gpus, pending_quota_pods)
+		SELECT minute,
+		       coalesce(sum(gpus) FILTER (WHERE NOT quota_wait), 0),
+		       count(uid) FILTER (WHERE NOT quota_wait),
+		       coalesce(sum(gpus) FILTER (WHERE quota_wait), 0),
+		       count(uid) FILTER (WHERE quota_wait)
+		FROM (
+		    SELECT m.minute, p.uid,
+		           CASE WHEN p.gpu_milli > 0 AND p.gpu_milli < 1000 THEN p.gpu_milli / 1000.0 ELSE p.gpus END AS gpus,
+		           w.uid IS NOT NULL AND w.created_at <= m.minute AND coalesce((
+		               SELECT c.status = 'True' FROM kueue_workload_conditions c
+		               WHERE c.workload_uid = w.uid AND c.type = 'QuotaReserved' AND c.at <= m.minute
+		               ORDER BY c.at DESC, c.status DESC LIMIT 1), false) = false AS quota_wait
+		    FROM generate_series(date_trunc('minute', $1::timestamptz), $2::timestamptz - interval '1 minute', interval '1 minute') AS m(minute)
+		    LEFT JOIN pods p ON p.gpus > 0
+		         AND p.created_at <= m.minute
+		         AND coalesce(p.scheduled_at, p.finished_at, 'infinity') > m.minute
+		    LEFT JOIN jobs j ON j.uid = p.job_uid
+		    LEFT JOIN kueue_workloads w ON w.namespace = j.namespace AND w.name = j.name
+		) demand
+		GROUP BY minute
+		ON CONFLICT (minute) DO UPDATE SET pending_gpus = EXCLUDED.pending_gpus, pending_pods = EXCLUDED.pending_pods,
+		    pending_quota_gpus = EXCLUDED.pending_quota_gpus, pending_quota_pods = EXCLUDED.pending_quota_pods`,
 		from, to)
 	if err != nil {
 		return fmt.Errorf("roll up GPU demand %s..%s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
 	}
 	return nil
+}
+
+// QuotaWaitGPUMinutes is the GPU-minutes in [from, to) that were free while
+// demand waited for Kueue's quota and no demand waited for them as
+// capacity: in each minute, the free GPUs beyond those counted
+// unallocated_waiting, up to the GPUs of demand waiting for quota. They are
+// part of the spare state: idle by policy, not by shortage.
+func (s *Store) QuotaWaitGPUMinutes(ctx context.Context, from, to time.Time) (float64, error) {
+	var v float64
+	err := s.pool.QueryRow(ctx, `
+		SELECT coalesce(sum(least(greatest(f.free - d.pending_gpus, 0), d.pending_quota_gpus)), 0)
+		FROM (SELECT minute, sum(compute_share::double precision) AS free
+		      FROM gpu_device_minutes WHERE pod_name = '' AND minute >= $1 AND minute < $2
+		      GROUP BY minute) f
+		JOIN gpu_demand_minutes d USING (minute)`, from, to).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("read GPU-minutes free while quota waited %s..%s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	return v, nil
 }
 
 // shareSlack absorbs the rounding of compute shares stored as real: seven

@@ -141,3 +141,79 @@ func TestWaitAttemptBeforeRefinedCreation(t *testing.T) {
 		t.Errorf("breakdown = %v, want all 59.5 s %s", got, schedloop.WaitInsufficientGPU)
 	}
 }
+
+// TestQuotaDemandApart: the same cluster as TestIdleCategoriesAddUp, but p2
+// belongs to a job whose Kueue Workload holds no quota reservation: its GPU
+// waits for quota, not capacity, so in minute 2 (p3 bound) the free GPUs
+// are spare, and one of them is counted free while quota waited.
+func TestQuotaDemandApart(t *testing.T) {
+	s := storeWithNode(t)
+	m0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	m := func(i int) time.Time { return m0.Add(time.Duration(i) * time.Minute) }
+	var samples []schedloop.GPUSample
+	for i := 0; i < 3; i++ {
+		samples = append(samples,
+			schedloop.GPUSample{Time: m(i), GPUUUID: "GPU-a", Node: "n1", PodNamespace: "ml", PodName: "p1", GrEngineActive: 0.9},
+			schedloop.GPUSample{Time: m(i), GPUUUID: "GPU-b", Node: "n1"},
+			schedloop.GPUSample{Time: m(i), GPUUUID: "GPU-c", Node: "n1"})
+	}
+	if _, err := s.CopyGPUSamples(ctx, samples); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpsertJobs(ctx, []schedloop.Job{{UID: "j-train", Kind: schedloop.JobKindGang, Namespace: "ml", Name: "train", Created: m(0), MinMember: 1, GPUsPerMember: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	pods := []schedloop.Pod{
+		{UID: "p1", Namespace: "ml", Name: "p1", GPUs: 1, Created: m(-60), Scheduled: m(-30)},
+		{UID: "p2", Namespace: "ml", Name: "train-0", JobUID: "j-train", GPUs: 1, Created: m(0).Add(30 * time.Second)},
+		{UID: "p3", Namespace: "ml", Name: "p3", GPUs: 2, Created: m(1), Scheduled: m(2)},
+	}
+	if err := s.UpsertPods(ctx, pods); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpsertKueueWorkloads(ctx, []schedloop.KueueWorkload{{UID: "wl-train", Namespace: "ml", Name: "train", LocalQueue: "team-a",
+		CreatedAt: m(0), Conditions: []schedloop.KueueCondition{{Type: "QuotaReserved", Status: "False", Reason: "WaitingForQuota",
+			At: m(0).Add(31 * time.Second), Category: schedloop.WaitQuota}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for step, f := range []func() error{
+		func() error { _, err := s.RollupGPUMinutes(ctx, m(0), m(3)); return err },
+		func() error { return s.RollupDemand(ctx, m(0), m(3)) },
+		func() error { return s.RollupStates(ctx, m(0), m(3), 0.05) },
+	} {
+		if err := f(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
+	got, err := s.GPUIdleBreakdown(ctx, m0.Truncate(time.Hour), m0.Truncate(time.Hour).Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Minute 1: p3's 2 GPUs wait for capacity: b and c unallocated-waiting.
+	// Minute 2: only p2 waits, for quota: b and c spare.
+	want := store.IdleBreakdown{BusyMinutes: 3, UnallocatedWaitingMinutes: 2, SpareMinutes: 4}
+	if got != want {
+		t.Fatalf("breakdown = %+v, want %+v", got, want)
+	}
+	quota, err := s.QuotaWaitGPUMinutes(ctx, m(0), m(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Minute 1: both free GPUs are capacity's. Minute 2: one of the two free
+	// GPUs waits for p2's quota.
+	if quota != 1 {
+		t.Errorf("GPU-minutes free while quota waited = %v, want 1", quota)
+	}
+
+	// Once the reservation is observed, p2 waits for capacity again.
+	if err := s.UpsertKueueWorkloads(ctx, []schedloop.KueueWorkload{{UID: "wl-train", Namespace: "ml", Name: "train", LocalQueue: "team-a",
+		CreatedAt: m(0), Conditions: []schedloop.KueueCondition{{Type: "QuotaReserved", Status: "True", Reason: "QuotaReserved", At: m(1).Add(10 * time.Second)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RollupDemand(ctx, m(0), m(3)); err != nil {
+		t.Fatal(err)
+	}
+	if quota, err := s.QuotaWaitGPUMinutes(ctx, m(0), m(3)); err != nil || quota != 0 {
+		t.Errorf("after reservation at 1:10, quota GPU-minutes = %v (%v), want 0", quota, err)
+	}
+}
