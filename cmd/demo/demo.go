@@ -55,6 +55,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if c.surveyEvery > 0 {
 		return survey(c, stdout)
 	}
+	if c.pickEvery > 0 {
+		if c.skip, err = pickWindow(c, stdout); err != nil {
+			return err
+		}
+	}
 	_, err = demo(ctx, c, stdout, stderr)
 	if err != nil && ctx.Err() != nil {
 		fmt.Fprintln(stdout, "interrupted; everything stopped")

@@ -51,6 +51,7 @@ type config struct {
 	publish           string
 	verbose           bool
 	surveyEvery       int
+	pickEvery         int
 }
 
 // preset is what -short changes: the size and pace of the replay.
@@ -133,6 +134,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.publish, "publish", publishAlways, "when the tuner's proposal reaches the scheduler: \""+publishGuarded+"\" only if the guardrails (-margin, 95% lower bound) accept it, as `tuner run` does; \""+publishAlways+"\" even when they do not, so the reload is always shown (the stored profile says so)")
 	fs.StringVar(&c.summaryOut, "summary-out", "", "also write the summary as JSON to this file")
 	fs.IntVar(&c.surveyEvery, "survey-every", 0, "instead of running the loop, replay in the simulator (no cluster, no database) every window of -jobs jobs that starts at every this many jobs of -trace, cut as the loop cuts its slice, under -before-profile and under it ordered by shortest service (run times predicted from a table fitted on the window, and exact), and print how much the order moves each window's mean JCT (0: run the loop)")
+	fs.IntVar(&c.pickEvery, "pick-every", 0, "choose -skip: of the windows of -jobs jobs starting every this many jobs of -trace, replay the one whose jobs queue for the largest share of their JCT under -before-profile in the simulator (the earliest on a tie; the rule looks at the stock replay only, never at what tuning gains); 0: -skip as given")
 	fs.BoolVar(&c.verbose, "v", false, "log apiserver, etcd, scheduler and collector output to stderr")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
@@ -200,6 +202,8 @@ func (c config) validate() error {
 		return fmt.Errorf("flag -publish: %q is neither %q nor %q", c.publish, publishAlways, publishGuarded)
 	case c.surveyEvery < 0:
 		return fmt.Errorf("flag -survey-every: %d is negative", c.surveyEvery)
+	case c.pickEvery < 0:
+		return fmt.Errorf("flag -pick-every: %d is negative", c.pickEvery)
 	case c.phaseTimeout <= 0:
 		return fmt.Errorf("flag -phase-timeout: %v must be positive", c.phaseTimeout)
 	}

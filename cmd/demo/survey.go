@@ -9,6 +9,7 @@ import (
 	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/sim"
+	"github.com/schedloop/schedloop/internal/trace"
 	"github.com/schedloop/schedloop/internal/tuner"
 )
 
@@ -68,35 +69,13 @@ func survey(c config, out io.Writer) error {
 	fmt.Fprintln(w, "skip\tstock mean JCT (s)\tqueueing share\tidle share\tshortest service, predicted: mean JCT\tidle share\texact run times: mean JCT\t")
 	var windows []surveyWindow
 	for skip := 0; skip+c.jobs <= len(all); skip += c.surveyEvery {
-		wc := c
-		wc.skip = skip
-		tj, err := sliceJobs(all, wc)
+		jobs, err := windowJobs(all, c, skip)
 		if err != nil {
 			return err
 		}
-		jobs := sim.JobsFromTrace(tj)
-		for i := range jobs {
-			// Stored history names jobs namespace/name; one namespace.
-			jobs[i].Name = "survey/" + jobs[i].Name
-		}
 		table := tuner.FitPredictor(jobs)
 		run := func(p scoring.Params, exact bool) (sim.Metrics, error) {
-			cfg := sim.Config{Params: p, Preemption: true, HighPriority: HighPriority,
-				Workload: scoring.TypicalWorkload(sim.Requests(jobs), 0.95)}
-			js := slices.Clone(jobs)
-			if exact {
-				for i := range js {
-					js[i].Predicted = js[i].Duration
-				}
-			} else {
-				pr, err := predict.FromTable(table)
-				if err != nil {
-					return sim.Metrics{}, err
-				}
-				cfg.Predictor = tuner.TablePredictor{P: pr}
-			}
-			r, err := sim.Run(cluster, js, cfg)
-			return r.Metrics, err
+			return replayWindow(cluster, jobs, p, table, exact)
 		}
 		sw := surveyWindow{skip: skip}
 		for _, x := range []struct {
@@ -118,6 +97,88 @@ func survey(c config, out io.Writer) error {
 	}
 	writeSurveySummary(out, windows)
 	return nil
+}
+
+// windowJobs cuts the window of -jobs jobs after skip as the loop cuts its
+// slice, named as stored history names them.
+func windowJobs(all []trace.Job, c config, skip int) ([]sim.Job, error) {
+	wc := c
+	wc.skip = skip
+	tj, err := sliceJobs(all, wc)
+	if err != nil {
+		return nil, err
+	}
+	jobs := sim.JobsFromTrace(tj)
+	for i := range jobs {
+		// Stored history names jobs namespace/name; one namespace.
+		jobs[i].Name = "survey/" + jobs[i].Name
+	}
+	return jobs, nil
+}
+
+// replayWindow replays jobs under p in the simulator, run times predicted
+// from table or, when exact, known.
+func replayWindow(cluster *sim.Cluster, jobs []sim.Job, p scoring.Params, table predict.Table, exact bool) (sim.Metrics, error) {
+	cfg := sim.Config{Params: p, Preemption: true, HighPriority: HighPriority,
+		Workload: scoring.TypicalWorkload(sim.Requests(jobs), 0.95)}
+	js := slices.Clone(jobs)
+	if exact {
+		for i := range js {
+			js[i].Predicted = js[i].Duration
+		}
+	} else {
+		pr, err := predict.FromTable(table)
+		if err != nil {
+			return sim.Metrics{}, err
+		}
+		cfg.Predictor = tuner.TablePredictor{P: pr}
+	}
+	r, err := sim.Run(cluster, js, cfg)
+	return r.Metrics, err
+}
+
+// pickWindow chooses -skip for -pick-every: of the windows of -jobs jobs
+// starting every -pick-every jobs of the trace, the one whose jobs queue
+// for the largest share of their JCT when replayed in the simulator under
+// -before-profile (the earliest on a tie). It looks only at the stock
+// profile's replay, never at what tuning would gain, so the window is the
+// trace's most contended one by a rule that does not know the answer.
+func pickWindow(c config, out io.Writer) (int, error) {
+	all, err := loadTrace(c)
+	if err != nil {
+		return 0, err
+	}
+	start, err := beforeProfile(c)
+	if err != nil {
+		return 0, err
+	}
+	inv, err := inventory(c)
+	if err != nil {
+		return 0, err
+	}
+	cluster := sim.NewCluster(inv)
+	stock := tuner.FromDocument(start).Params
+	best, bestShare, n := -1, -1.0, 0
+	for skip := 0; skip+c.jobs <= len(all); skip += c.pickEvery {
+		jobs, err := windowJobs(all, c, skip)
+		if err != nil {
+			return 0, err
+		}
+		m, err := replayWindow(cluster, jobs, stock, tuner.FitPredictor(jobs), false)
+		if err != nil {
+			return 0, fmt.Errorf("window after %d jobs: %w", skip, err)
+		}
+		n++
+		if sh := (surveyWindow{stock: m}).queueShare(); sh > bestShare {
+			best, bestShare = skip, sh
+		}
+	}
+	if best < 0 {
+		return 0, fmt.Errorf("flags -jobs/-pick-every: the trace's %d jobs hold no window of %d", len(all), c.jobs)
+	}
+	fmt.Fprintf(out, "window: the %d jobs after %d, of %d windows starting every %d jobs the one queueing most under %s in the simulator (%.0f%% of mean JCT)\n",
+		c.jobs, best, n, c.pickEvery, start.Name, 100*bestShare)
+	return best, nil
 }
 
 // writeSurveySummary prints the quantiles of the mean JCT changes and their

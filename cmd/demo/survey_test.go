@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/schedloop/schedloop/internal/sim"
+	"github.com/schedloop/schedloop/internal/tuner"
 )
 
 // TestSurveyReplaysEveryWindow surveys the committed slice: one line per
@@ -41,5 +44,59 @@ func TestSurveyReplaysEveryWindow(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run(%v) = %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestPickWindowTakesTheMostQueued picks, among the committed slice's
+// windows, the one whose stock replay queues the largest share of JCT, and
+// refuses a window that does not fit.
+func TestPickWindowTakesTheMostQueued(t *testing.T) {
+	trace := filepath.Join("..", "..", DefaultTrace)
+	c, err := parseFlags([]string{"-short", "-pick-every", "35", "-trace", trace}, func(string) string { return "" }, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	got, err := pickWindow(c, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(out.String())
+	all, err := loadTrace(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := sim.NewCluster(inv)
+	stock, err := beforeProfile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := map[int]float64{}
+	for _, skip := range []int{0, 35, 70} {
+		jobs, err := windowJobs(all, c, skip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := replayWindow(cluster, jobs, tuner.FromDocument(stock).Params, tuner.FitPredictor(jobs), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		share[skip] = m.MeanWait / m.MeanJCT
+	}
+	for skip, s := range share {
+		if s > share[got] {
+			t.Errorf("picked the window after %d jobs (queueing %.2f of JCT), the one after %d queues %.2f", got, share[got], skip, s)
+		}
+	}
+	if !strings.Contains(out.String(), "of 3 windows starting every 35 jobs") {
+		t.Errorf("no line naming the rule: %q", out.String())
+	}
+	c.jobs = 151
+	if _, err := pickWindow(c, &out); err == nil || !strings.Contains(err.Error(), "no window of 151") {
+		t.Errorf("a window longer than the trace: %v", err)
 	}
 }
