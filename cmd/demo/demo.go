@@ -123,7 +123,7 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 	if err != nil {
 		return Summary{}, fmt.Errorf("flag -speed: %w", err)
 	}
-	nodes, err := cluster.AddNodes(ctx, inv.Nodes, harness.NodeOptions{Clock: clock, Heartbeat: 30 * time.Second})
+	nodes, err := cluster.AddNodes(ctx, inv.Nodes, harness.NodeOptions{Clock: clock, Heartbeat: 30 * time.Second, DRA: c.dra})
 	if err != nil {
 		return Summary{}, err
 	}
@@ -262,7 +262,7 @@ func (d *demoRun) replay(ctx context.Context, p *PhaseSummary, jobs []trace.Job)
 	if err != nil {
 		return err
 	}
-	pl, err := player.New(d.cluster.Client, d.cluster.Dynamic, jobs, player.Options{Clock: clock, Namespace: p.Namespace, SchedulerName: SchedulerName})
+	pl, err := player.New(d.cluster.Client, d.cluster.Dynamic, jobs, player.Options{Clock: clock, Namespace: p.Namespace, SchedulerName: SchedulerName, GPUClaims: d.c.dra})
 	if err != nil {
 		return err
 	}

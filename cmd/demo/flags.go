@@ -52,6 +52,7 @@ type config struct {
 	verbose           bool
 	surveyEvery       int
 	pickEvery         int
+	dra               bool
 }
 
 // preset is what -short changes: the size and pace of the replay.
@@ -135,6 +136,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.summaryOut, "summary-out", "", "also write the summary as JSON to this file")
 	fs.IntVar(&c.surveyEvery, "survey-every", 0, "instead of running the loop, replay in the simulator (no cluster, no database) every window of -jobs jobs that starts at every this many jobs of -trace, cut as the loop cuts its slice, under -before-profile and under it ordered by shortest service (run times predicted from a table fitted on the window, and exact), and print how much the order moves each window's mean JCT (0: run the loop)")
 	fs.IntVar(&c.pickEvery, "pick-every", 0, "choose -skip: of the windows of -jobs jobs starting every this many jobs of -trace, replay the one whose jobs queue for the largest share of their JCT under -before-profile in the simulator (the earliest on a tie; the rule looks at the stock replay only, never at what tuning gains); 0: -skip as given")
+	fs.BoolVar(&c.dra, "dra", false, "hand GPUs out through Dynamic Resource Allocation: the simulated nodes publish their GPUs in ResourceSlices as NVIDIA's DRA driver does, and each job's members ask for whole GPUs through ResourceClaimTemplates (GPU shares in the trace are still asked as schedloop.io/gpu-milli, which DRA nodes do not offer: use a trace of whole GPUs, as the default is)")
 	fs.BoolVar(&c.verbose, "v", false, "log apiserver, etcd, scheduler and collector output to stderr")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)

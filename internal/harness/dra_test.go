@@ -15,6 +15,7 @@ import (
 
 	"github.com/schedloop/schedloop/internal/dra"
 	"github.com/schedloop/schedloop/internal/harness"
+	"github.com/schedloop/schedloop/internal/harness/player"
 	"github.com/schedloop/schedloop/internal/trace"
 )
 
@@ -209,4 +210,67 @@ func TestDRADriver(t *testing.T) {
 		c, err := rc.ResourceClaims("default").Get(ctx, extPod.Status.ExtendedResourceClaimStatus.ResourceClaimName, metav1.GetOptions{})
 		return err != nil || len(c.Status.ReservedFor) == 0, nil
 	})
+}
+
+// TestReplayThroughClaims replays a trace whose members ask for their GPUs
+// through claim templates on DRA nodes: every job ends, each member's pod
+// named its count's template, and no GPU is left held.
+func TestReplayThroughClaims(t *testing.T) {
+	c := harness.NewForTest(t, harness.Options{})
+	ctx := t.Context()
+	clock, err := harness.NewClock(300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := testInventory(t, 8)
+	nodes, err := c.AddNodes(ctx, inv.Nodes, harness.NodeOptions{Clock: clock, DRA: true, NoExporters: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	jobs := trace.Generate(trace.GenConfig{
+		Seed: 5, Jobs: 30, MeanInterarrival: 10 * time.Second,
+		MinDuration: 2 * time.Minute, MaxDuration: 10 * time.Minute,
+		GangSizes: []int{1, 1, 2}, GPUsPerMember: []int{1, 2, 4, 8},
+	})
+	p, err := player.New(c.Client, c.Dynamic, jobs, player.Options{Clock: clock, GPUClaims: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	rep, err := p.Run(runCtx)
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	for _, r := range rep.Jobs {
+		if !r.Done() {
+			t.Errorf("job %s not done", r.Name)
+		}
+	}
+	list, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range list.Items {
+		if len(pod.Spec.ResourceClaims) != 1 || !strings.HasPrefix(*pod.Spec.ResourceClaims[0].ResourceClaimTemplateName, "schedloop-gpus-") {
+			t.Errorf("pod %s asks %v, want one claim template", pod.Name, pod.Spec.ResourceClaims)
+		}
+		if _, ok := pod.Spec.Containers[0].Resources.Limits[harness.ResourceGPU]; ok {
+			t.Errorf("pod %s still asks for %s", pod.Name, harness.ResourceGPU)
+		}
+	}
+	if nodes.PodsStarted() == 0 || nodes.PodsStarted() != nodes.PodsFinished() {
+		t.Errorf("%d pods started, %d finished", nodes.PodsStarted(), nodes.PodsFinished())
+	}
+	for _, name := range nodes.Names() {
+		for _, g := range nodes.GPUs(name) {
+			if g.Pod != "" {
+				t.Errorf("%s GPU %d still held by %s", name, g.Index, g.Pod)
+			}
+		}
+	}
+	t.Logf("%d jobs, %d pods through claims in %v", len(rep.Jobs), nodes.PodsStarted(), rep.Ended.Sub(rep.Began).Round(time.Millisecond))
 }

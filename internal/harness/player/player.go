@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/schedloop/schedloop/internal/dra"
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/podspec"
@@ -53,6 +55,13 @@ type Options struct {
 	GangAPI podgroup.API
 	// Submitters is how many jobs are created at once. Default 8.
 	Submitters int
+	// GPUClaims has each member ask for its whole GPUs through a
+	// ResourceClaimTemplate of NVIDIA's GPU class (one per GPU count,
+	// ClaimTemplateName) instead of as nvidia.com/gpu, as a workload
+	// written for NVIDIA's DRA driver does. Only nodes publishing GPUs in
+	// ResourceSlices serve them (harness.NodeOptions.DRA). Shares are asked
+	// for as before.
+	GPUClaims bool
 }
 
 // Player submits a trace's jobs and follows their pods.
@@ -63,9 +72,10 @@ type Player struct {
 	names  []string // Kubernetes name of each job
 	opts   Options
 
-	mu      sync.Mutex
-	results map[string]*JobResult // by job name (Kubernetes form)
-	changed chan struct{}         // closed and replaced when a result changes
+	mu        sync.Mutex
+	templates map[int]bool          // GPU counts whose claim template exists
+	results   map[string]*JobResult // by job name (Kubernetes form)
+	changed   chan struct{}         // closed and replaced when a result changes
 }
 
 // JobResult is what happened to one job. Times are wall times observed by
@@ -248,6 +258,11 @@ func (p *Player) submitWorkload(ctx context.Context, name string, j trace.Job) e
 }
 
 func (p *Player) createPods(ctx context.Context, name string, j trace.Job) error {
+	if r := sim.RequestOf(j); p.opts.GPUClaims && r.GPUs > 0 && !r.Shared() {
+		if err := p.ensureTemplate(ctx, r.GPUs); err != nil {
+			return fmt.Errorf("job %s: %w", j.Name, err)
+		}
+	}
 	for m := range j.Members {
 		pod := p.pod(name, m, j)
 		if _, err := p.client.CoreV1().Pods(p.opts.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -340,6 +355,12 @@ func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 				Resources: corev1.ResourceRequirements{Requests: requests, Limits: res},
 			}},
 		},
+	}
+	if r := sim.RequestOf(j); p.opts.GPUClaims && r.GPUs > 0 && !r.Shared() {
+		delete(requests, podspec.ResourceGPU)
+		delete(res, podspec.ResourceGPU)
+		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To(ClaimTemplateName(r.GPUs))}}
+		pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpus"}}
 	}
 	if p.opts.GangAPI == podgroup.APIWorkload {
 		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(job)}
@@ -502,4 +523,37 @@ func (p *Player) Report() Report {
 		}
 	}
 	return rep
+}
+
+// ClaimTemplateName is the ResourceClaimTemplate through which a member
+// asks for gpus whole GPUs (Options.GPUClaims).
+func ClaimTemplateName(gpus int) string { return "schedloop-gpus-" + strconv.Itoa(gpus) }
+
+// ensureTemplate creates the claim template for gpus whole GPUs once.
+func (p *Player) ensureTemplate(ctx context.Context, gpus int) error {
+	p.mu.Lock()
+	done := p.templates[gpus]
+	p.mu.Unlock()
+	if done {
+		return nil
+	}
+	tpl := &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: ClaimTemplateName(gpus), Namespace: p.opts.Namespace},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpus", Exactly: &resourcev1.ExactDeviceRequest{
+				DeviceClassName: dra.ClassGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: int64(gpus),
+			}}},
+		}}},
+	}
+	_, err := p.client.ResourceV1().ResourceClaimTemplates(p.opts.Namespace).Create(ctx, tpl, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ResourceClaimTemplate %s: %w", tpl.Name, err)
+	}
+	p.mu.Lock()
+	if p.templates == nil {
+		p.templates = map[int]bool{}
+	}
+	p.templates[gpus] = true
+	p.mu.Unlock()
+	return nil
 }
