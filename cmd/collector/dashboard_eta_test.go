@@ -15,7 +15,7 @@ import (
 // TestDashboardETAInBrowser: the ETA page shows the waiting job's expected
 // start as the API answers it, and the what-if form shows a pod larger than
 // any node as never fitting, and a manifest that does not decode as the
-// API's 400.
+// API's 400; the header's namespace filter narrows the list.
 func TestDashboardETAInBrowser(t *testing.T) {
 	url := storetest.URL(t)
 	seedETA(t, url)
@@ -70,5 +70,15 @@ func TestDashboardETAInBrowser(t *testing.T) {
 	whatIf("{{{", `[data-testid=whatif-error]`)
 	if got := d.text(`[data-testid=whatif-error]`); !strings.HasPrefix(got, "400: ") || !strings.Contains(got, "body") {
 		t.Errorf("what-if of a manifest that does not decode shows %q, want the 400 naming the body", got)
+	}
+
+	// The header's filters narrow the list: no pending job is in namespace other.
+	if err := chromedp.Do(d.browser, chromedp.SendKeys(chromedp.CSS(`#filters input[name=namespace]`), "other"),
+		chromedp.Click(chromedp.CSS(`#filters button`)),
+		chromedp.WaitVisible(chromedp.CSS(`main[data-page=eta][data-ready="true"] [data-testid=eta] tbody td[colspan]`))); err != nil {
+		t.Fatalf("eta page filtered: %v", err)
+	}
+	if n := d.count(`[data-testid=eta] tr[data-uid]`); n != 0 {
+		t.Errorf("%d pending jobs listed in namespace other, want none", n)
 	}
 }

@@ -388,8 +388,14 @@ async function etaPage() {
     out.dataset.ready = 'true'
   })
   const a = await get('/eta')
-  main.querySelector('[data-testid=eta-summary]').innerHTML = etaSummary(a)
-  main.querySelector('[data-testid=eta] tbody').innerHTML = etaRows(a.jobs) || '<tr><td colspan="8">no job is pending</td></tr>'
+  // The header's namespace and queue filters narrow the list; the estimate
+  // itself is always of the whole cluster, since every job competes.
+  const f = filters()
+  const jobs = a.jobs.filter((j) => (!f.namespace || j.namespace === f.namespace) && (!f.queue || j.queue === f.queue))
+  main.querySelector('[data-testid=eta-summary]').innerHTML = etaSummary(a) +
+    (jobs.length < a.jobs.length ? ` · ${jobs.length} of ${a.jobs.length} pending jobs match the filters` : '')
+  main.querySelector('[data-testid=eta] tbody').innerHTML = etaRows(jobs) ||
+    `<tr><td colspan="8">${a.jobs.length ? 'no pending job matches the filters' : 'no job is pending'}</td></tr>`
 }
 
 // ------------------------------------------------------------ profiles page
