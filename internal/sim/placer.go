@@ -224,6 +224,9 @@ func (p *placer) placeGang(r scoring.Request, members int, pod uint64) ([]scorin
 // fitsSomewhere reports whether one pod shaped r fits a node the placer
 // may use now: a gang's first member would find a node.
 func (p *placer) fitsSomewhere(r scoring.Request) bool {
+	if p.cannotFit(r, 1) {
+		return false
+	}
 	for i, n := range p.nodes {
 		if (p.admit == nil || p.admit(i)) && n.Fit(r) == scoring.Fits {
 			return true

@@ -684,7 +684,10 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 	// (scoring.GangFit), and the first that finds no node releases those
 	// placed before it: the gang holds nothing and backs off.
 	admitted := !r.p.cannotFit(j.Request, j.Members) && scoring.GangFit(r.p.nodes, nil, j.Request, j.Members) >= j.Members
-	if scoring.GangBacksOff(admitted, r.p.fitsSomewhere(j.Request)) {
+	// Where the first member would go matters only to an admitted gang
+	// (GangBacksOff), and the walk to find out is a failed attempt's
+	// costliest step on a full cluster.
+	if scoring.GangBacksOff(admitted, admitted && r.p.fitsSomewhere(j.Request)) {
 		js.retryAt = time.Duration(scoring.GangRetryAt(int64(t), scoring.DefaultGangBackoff))
 	}
 	return false
