@@ -234,26 +234,30 @@ type need struct {
 func TestRBACCoversWhatEachComponentCalls(t *testing.T) {
 	objs := decodeAll(t)
 	needs := map[string][]need{
-		// events.Watcher informers; dcgm EndpointSlice and pod discovery;
+		// events.Watcher informers (both PodGroup APIs, Workloads); dcgm EndpointSlice and pod discovery;
 		// leader election (-leader-elect) on its own Lease.
 		"schedloop-collector": {
 			{"", "pods", "list", "", ""}, {"", "pods", "watch", "", ""},
 			{"", "events", "list", "", ""}, {"", "events", "watch", "", ""},
 			{"", "nodes", "list", "", ""}, {"", "nodes", "watch", "", ""},
 			{"scheduling.x-k8s.io", "podgroups", "list", "", ""}, {"scheduling.x-k8s.io", "podgroups", "watch", "", ""},
+			{"scheduling.k8s.io", "podgroups", "list", "", ""}, {"scheduling.k8s.io", "podgroups", "watch", "", ""},
+			{"scheduling.k8s.io", "workloads", "list", "", ""}, {"scheduling.k8s.io", "workloads", "watch", "", ""},
 			{"discovery.k8s.io", "endpointslices", "list", "gpu-operator", ""},
 			{"", "pods", "list", "gpu-operator", ""},
 			{"coordination.k8s.io", "leases", "create", "schedloop-system", ""},
 			{"coordination.k8s.io", "leases", "get", "schedloop-system", "schedloop-collector"},
 			{"coordination.k8s.io", "leases", "update", "schedloop-system", "schedloop-collector"},
 		},
-		// gang manager (PodGroup informer, status updates), profile watcher
+		// gang manager (PodGroup informer, status updates, the Workload
+		// informer behind inherited metadata), profile watcher
 		// (one ConfigMap), leader election on its own Lease, GPU devices
 		// recorded on pods (SchedloopTopology's PreBind).
 		"schedloop-scheduler": {
 			{"", "pods", "patch", "default", "x"},
 			{"scheduling.x-k8s.io", "podgroups", "get", "default", "x"}, {"scheduling.x-k8s.io", "podgroups", "list", "", ""},
 			{"scheduling.x-k8s.io", "podgroups", "watch", "", ""}, {"scheduling.x-k8s.io", "podgroups/status", "update", "default", "x"},
+			{"scheduling.k8s.io", "workloads", "list", "", ""}, {"scheduling.k8s.io", "workloads", "watch", "", ""},
 			{"", "configmaps", "get", "kube-system", "schedloop-profile"}, {"", "configmaps", "list", "kube-system", "schedloop-profile"},
 			{"", "configmaps", "watch", "kube-system", "schedloop-profile"},
 			{"coordination.k8s.io", "leases", "create", "schedloop-system", ""},

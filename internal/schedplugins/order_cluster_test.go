@@ -12,14 +12,10 @@ import (
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
-// Gangs are ordered as one entity by the live queue (scheduler-plugins
-// PodGroups; a Workload API gang's pod-group entity is keyed the same way,
-// see queuesort's tests, but kube-scheduler 1.37 does not put it back in
-// the queue when a node frees: a pod-group cycle that the in-tree
-// GangScheduling's PlacementFeasible ends early returns a status the queue
-// handles as an error, so the gang is retried on its backoff timer, and a
-// lone pod requeued by the freed node's event is tried first whatever the
-// order):
+// Gangs are ordered as one entity by the live queue, declared either way
+// (a Workload API gang waits gated at SchedloopGang's PreEnqueue after a
+// failed pod-group cycle, so a freed node's event wakes it in the same
+// pass as the lone pod, as it wakes a scheduler-plugins gang's pods):
 // two gangs of 2×4 GPUs and a lone 8-GPU pod wait behind two full nodes
 // under shortest predicted service; each freed node goes to the next job of
 // the order scoring.CompareOrder gives their keys (run time from the
@@ -45,7 +41,7 @@ func TestGangsOrderedAsOneEntity(t *testing.T) {
 		want = append(want, k.Name)
 	}
 
-	for _, api := range []string{"podgroup"} {
+	for _, api := range []string{"podgroup", "workload"} {
 		t.Run(api, func(t *testing.T) {
 			set := schedplugins.NewSet()
 			e := newEnvWith(t, gpuNodes("n", 2, nil), "", set)

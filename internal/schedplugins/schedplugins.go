@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic"
@@ -161,7 +162,7 @@ func (s *Set) newQueueSort(_ context.Context, obj runtime.Object, h fwk.Handle) 
 		// Every profile of a scheduler shares one informer factory: the
 		// first profile's pod informer serves them all.
 		o, err := queuesort.NewOrder(h.SharedInformerFactory().Core().V1().Pods().Informer(),
-			queuesort.Options{Profile: s.Profile, GangSize: s.gangSize, Claims: d})
+			queuesort.Options{Profile: s.Profile, GangSize: s.gangSize, Claims: d, Effective: s.effective})
 		if err != nil {
 			return nil, err
 		}
@@ -176,11 +177,29 @@ func (s *Set) newPreemption(ctx context.Context, obj runtime.Object, h fwk.Handl
 	if err != nil {
 		return nil, err
 	}
-	return preemption.New(ctx, obj, h, s.Profile, s.now, d)
+	p, err := preemption.New(ctx, obj, h, s.Profile, s.now, d)
+	if err != nil {
+		return nil, err
+	}
+	p.Effective = s.effective
+	return p, nil
+}
+
+// effective is pod with its Workload API gang's metadata inherited
+// (core.Manager.Effective); every profile's manager reads the same
+// informers, so any one serves.
+func (s *Set) effective(pod *v1.Pod) *v1.Pod {
+	s.mu.Lock()
+	var m *core.Manager
+	for _, m = range s.managers {
+		break
+	}
+	s.mu.Unlock()
+	return m.Effective(pod)
 }
 
 // gangSize is a gang's minMember from whichever profile's gang manager
-// knows its PodGroup.
+// knows its group object (either API).
 func (s *Set) gangSize(namespace, name string) (int, bool) {
 	s.mu.Lock()
 	managers := make([]*core.Manager, 0, len(s.managers))
@@ -189,8 +208,8 @@ func (s *Set) gangSize(namespace, name string) (int, bool) {
 	}
 	s.mu.Unlock()
 	for _, m := range managers {
-		if pg, err := m.PodGroup(namespace, name); err == nil {
-			return int(pg.Spec.MinMember), true
+		if n, ok := m.Size(namespace, name); ok {
+			return n, true
 		}
 	}
 	return 0, false
@@ -221,6 +240,7 @@ func (s *Set) manager(ctx context.Context, h fwk.Handle) (*core.Manager, error) 
 	// at start-up for an API that may not be served.
 	if utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
 		o.WorkloadPodGroups = h.SharedInformerFactory().Scheduling().V1beta1().PodGroups().Lister()
+		o.Workloads = h.SharedInformerFactory().Scheduling().V1beta1().Workloads().Lister()
 	}
 	m, err := core.New(ctx, o)
 	if err != nil {

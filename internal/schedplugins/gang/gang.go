@@ -22,7 +22,11 @@
 // all-or-nothing within the scheduler's pod-group cycle); a Workload API
 // member is placed only when both admit it. This plugin's timeout, fit
 // against other reserving gangs and backoff are the ones that bind, being
-// the stricter: the in-tree Permit waits five minutes.
+// the stricter: the in-tree Permit waits five minutes. The scheduler puts
+// a Workload API gang whose pod-group cycle failed back on its backoff
+// timer rather than in the unschedulable pool; this plugin's PreEnqueue
+// holds it in the pool instead, so it wakes on the events a
+// scheduler-plugins gang's pods wake on (see core.Manager.Tried).
 package gang
 
 import (
@@ -35,6 +39,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
@@ -111,6 +116,7 @@ var (
 	_ fwk.ReservePlugin     = &Gang{}
 	_ fwk.PermitPlugin      = &Gang{}
 	_ fwk.EnqueueExtensions = &Gang{}
+	_ fwk.PreEnqueuePlugin  = &Gang{}
 )
 
 // New builds the plugin over a shared manager (see schedplugins.Set).
@@ -128,16 +134,40 @@ func (g *Gang) Name() string { return Name }
 // EventsToRegister says what may make a refused member schedulable: a new
 // member, a group object (either API) created or changed, resources freed.
 // The scheduler delivers Workload API PodGroup events only where it serves
-// that API.
+// that API. Each event also ends a Workload API gang's gate (see PreEnqueue):
+// the hint runs inside the scheduler's own handling of the event, after its
+// cache has the change and before the gang's PreEnqueue is asked again.
 func (g *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	pg := fwk.EventResource(fmt.Sprintf("podgroups.%s.%s", podgroup.Version, podgroup.Group))
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}},
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}},
-		{Event: fwk.ClusterEvent{Resource: pg, ActionType: fwk.Add | fwk.Update}},
-		{Event: fwk.ClusterEvent{Resource: fwk.PodGroup, ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: g.wake},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.wake},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.wake},
+		{Event: fwk.ClusterEvent{Resource: pg, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.wake},
+		{Event: fwk.ClusterEvent{Resource: fwk.PodGroup, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.wake},
 	}, nil
+}
+
+// wake is every registered event's hint: the event may let pod's gang
+// start, so a Workload API gang's gate ends and the pod is queued.
+func (g *Gang) wake(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if ref, err := podspec.Gang(pod); err == nil && ref.API == podgroup.APIWorkload {
+		g.mgr.Wake(ref.Key)
+	}
+	return fwk.Queue, nil
+}
+
+// PreEnqueue holds a Workload API gang that was tried whole and failed in
+// the unschedulable pool until one of EventsToRegister's events (or this
+// plugin's own release, backoff end or a competing gang's completion)
+// wakes it, as a scheduler-plugins gang's pods wait there; see
+// core.Manager.Tried for why. Other pods pass.
+func (g *Gang) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
+	ref, err := podspec.Gang(pod)
+	if err != nil || ref.API != podgroup.APIWorkload || !g.mgr.Gated(ref.Key) {
+		return nil
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s waits for a cluster change since its last attempt", ref.Key))
 }
 
 const stateKey fwk.StateKey = Name
@@ -179,6 +209,9 @@ func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 		return nil, fwk.AsStatus(err)
 	}
 	minMember := pg.MinMember
+	if ref.API == podgroup.APIWorkload {
+		g.mgr.Tried(key)
+	}
 	if why, denied := g.mgr.Denied(key); denied {
 		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}

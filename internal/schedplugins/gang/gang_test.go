@@ -325,3 +325,53 @@ func TestArgsRefuseAPluginTimeout(t *testing.T) {
 		t.Errorf("ValidateArgs = %v", err)
 	}
 }
+
+// A Workload API gang tried and refused waits at PreEnqueue until one of
+// the plugin's registered events wakes it; a scheduler-plugins gang's pods
+// are never held there (the scheduler keeps them in its unschedulable pool
+// itself), nor is a Workload API gang that was not tried.
+func TestPreEnqueueHoldsATriedWorkloadGangUntilWoken(t *testing.T) {
+	pods := []*v1.Pod{
+		workloadMember("big-0", "big", "8"), workloadMember("big-1", "big", "8"),
+		member("crd-0", "crd", "8"), member("crd-1", "crd", "8"),
+	}
+	_, big := podgroup.NewWorkload("default", "big", 2)
+	f := newFixtureWith(t, pods, []*schedulingv1beta1.PodGroup{big}, podgroup.New("default", "crd", 2))
+	ctx := context.Background()
+	if s := f.plugin.PreEnqueue(ctx, pods[0]); !s.IsSuccess() {
+		t.Fatalf("untried Workload API gang held at PreEnqueue: %v", s)
+	}
+	nodes := []fwk.NodeInfo{gpuNode("n1", "8")}
+	for _, p := range []*v1.Pod{pods[0], pods[2]} {
+		if _, s := f.plugin.PreFilter(ctx, framework.NewCycleState(), p, nodes); s.Code() != fwk.Unschedulable {
+			t.Fatalf("%s: PreFilter %v, want Unschedulable (two 8-GPU members, one 8-GPU node)", p.Name, s)
+		}
+	}
+	for _, p := range pods[:2] {
+		if s := f.plugin.PreEnqueue(ctx, p); s.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(s.Message(), "default/big") {
+			t.Fatalf("%s: tried Workload API gang passed PreEnqueue before any event: %v", p.Name, s)
+		}
+	}
+	if s := f.plugin.PreEnqueue(ctx, pods[2]); !s.IsSuccess() {
+		t.Fatalf("scheduler-plugins gang held at PreEnqueue: %v", s)
+	}
+	events, err := f.plugin.EventsToRegister(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.QueueingHintFn == nil {
+			t.Fatalf("event %v has no hint to end the gate", e.Event)
+		}
+	}
+	// An assigned pod deleted: the scheduler asks the hint, which queues
+	// the member and ends its gang's gate.
+	if h, err := events[1].QueueingHintFn(klog.Background(), pods[1], member("gone", "", "8"), nil); err != nil || h != fwk.Queue {
+		t.Fatalf("hint = %v, %v; want Queue", h, err)
+	}
+	for _, p := range pods[:2] {
+		if s := f.plugin.PreEnqueue(ctx, p); !s.IsSuccess() {
+			t.Fatalf("%s: held at PreEnqueue after a waking event: %v", p.Name, s)
+		}
+	}
+}

@@ -66,6 +66,10 @@ const (
 // Plugin applies scoring's preemption rule through the framework's
 // preemption evaluator.
 type Plugin struct {
+	// Effective, when set, is a pod as its labels are read (its Workload
+	// API gang's metadata inherited; see podspec.WithGroupMeta).
+	Effective func(*v1.Pod) *v1.Pod
+
 	fh     fwk.Handle
 	fts    plfeature.Features
 	holder *profilewatch.Holder
@@ -104,6 +108,13 @@ func New(_ context.Context, _ runtime.Object, h fwk.Handle, holder *profilewatch
 	p.executor.PreemptPod = p.preemptPod
 	p.evaluator = preemption.NewEvaluator(Name, h, p, p.executor)
 	return p, nil
+}
+
+func (p *Plugin) effective(pod *v1.Pod) *v1.Pod {
+	if p.Effective == nil {
+		return pod
+	}
+	return p.Effective(pod)
 }
 
 // job is one running job as preemption sees it.
@@ -186,7 +197,7 @@ func (p *Plugin) snapshot() (*view, error) {
 			}
 			j.v.Priority = max(j.v.Priority, prio)
 			j.v.Started = min(j.v.Started, started)
-			j.v.NonPreemptible = j.v.NonPreemptible || podspec.NonPreemptible(pod)
+			j.v.NonPreemptible = j.v.NonPreemptible || podspec.NonPreemptible(p.effective(pod))
 			j.v.GPUMilli += podspec.RequestWith(pod, v.dra).TotalGPUMilli()
 			j.pods = append(j.pods, pi)
 			v.byPod[pod.UID] = key

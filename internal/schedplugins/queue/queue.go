@@ -104,7 +104,7 @@ func (q *Queue) WakeOnLimitChange(a Activator, schedulerName string) {
 		pending := map[string]*v1.Pod{}
 		for _, obj := range q.pods.GetStore().List() {
 			pod, ok := obj.(*v1.Pod)
-			if ok && pod.Spec.NodeName == "" && pod.Spec.SchedulerName == schedulerName && changed[podspec.Queue(pod)] {
+			if ok && pod.Spec.NodeName == "" && pod.Spec.SchedulerName == schedulerName && changed[podspec.Queue(q.mgr.Effective(pod))] {
 				pending[pod.Namespace+"/"+pod.Name] = pod
 			}
 		}
@@ -136,7 +136,7 @@ func (q *Queue) podChanged(obj any) {
 }
 
 func (q *Queue) entry(pod *v1.Pod) (entry, bool) {
-	name := podspec.Queue(pod)
+	name := podspec.Queue(q.mgr.Effective(pod))
 	if name == "" {
 		return entry{}, false
 	}

@@ -63,8 +63,9 @@ type Order struct {
 	profile *profilewatch.Holder
 	// gangSize is a gang's member count (its PodGroup's minMember); false
 	// when its PodGroup is not known yet.
-	gangSize func(namespace, name string) (int, bool)
-	now      func() time.Time
+	gangSize  func(namespace, name string) (int, bool)
+	effective func(*v1.Pod) *v1.Pod
+	now       func() time.Time
 
 	mu sync.Mutex
 	// first is each waiting entity's first sight: when it arrived (a gang,
@@ -106,6 +107,9 @@ type Options struct {
 	// GangSize is a gang's member count; nil (or not known) counts the
 	// gang's pods the informer holds.
 	GangSize func(namespace, name string) (int, bool)
+	// Effective, when set, is a pod as its labels are read (its Workload
+	// API gang's metadata inherited; see podspec.WithGroupMeta).
+	Effective func(*v1.Pod) *v1.Pod
 	// Now is the clock starvation bounds and attained service read; nil is
 	// time.Now.
 	Now func() time.Time
@@ -120,7 +124,7 @@ type Options struct {
 // service, for tests.
 func NewOrder(podInformer cache.SharedIndexInformer, opt Options) (*Order, error) {
 	o := &Order{first: map[string]sighting{}, known: map[types.UID]podEntry{}, attained: map[string]*scoring.AttainedService{},
-		counted: map[types.UID]charge{}, profile: opt.Profile, gangSize: opt.GangSize, now: opt.Now, claims: opt.Claims}
+		counted: map[types.UID]charge{}, profile: opt.Profile, gangSize: opt.GangSize, effective: opt.Effective, now: opt.Now, claims: opt.Claims}
 	if o.profile == nil {
 		o.profile = profilewatch.NewHolder()
 	}
@@ -253,7 +257,7 @@ func (o *Order) podKey(act *profilewatch.Active, now time.Time, pod *v1.Pod, pri
 		return k, s.run
 	}
 	o.mu.Unlock()
-	f, _ := podspec.ReadWith(pod, o.claims)
+	f, _ := podspec.ReadWith(o.effectivePod(pod), o.claims)
 	e = podEntry{id: string(pod.UID), gang: f.GangKey, queue: f.Queue}
 	if f.GangKey != "" {
 		e.id = f.GangKey
@@ -312,9 +316,16 @@ func (o *Order) Job(pod *v1.Pod, now time.Time) (scoring.QueueKey, time.Duration
 // RunTime is the run time the active profile's predictor table predicts
 // for pod's job, as a waiting job's is predicted at its first sighting.
 func (o *Order) RunTime(pod *v1.Pod) time.Duration {
-	f, _ := podspec.ReadWith(pod, o.claims)
+	f, _ := podspec.ReadWith(o.effectivePod(pod), o.claims)
 	run, _ := o.predict(o.profile.Load(), pod, f)
 	return run
+}
+
+func (o *Order) effectivePod(pod *v1.Pod) *v1.Pod {
+	if o.effective == nil {
+		return pod
+	}
+	return o.effective(pod)
 }
 
 // members is a gang's size: its PodGroup's, else the members the
@@ -400,7 +411,7 @@ func (o *Order) charge(pod *v1.Pod, deleted bool) {
 		o.account(c.queue).Advance(now, scoring.DefaultAttainedHalfLife, -c.gpus)
 		return
 	}
-	q := podspec.Queue(pod)
+	q := podspec.Queue(o.effectivePod(pod))
 	c = charge{queue: q, gpus: float64(podspec.RequestWith(pod, o.claims).TotalGPUMilli()) / scoring.MilliPerGPU}
 	o.counted[pod.UID] = c
 	o.account(q).Advance(now, scoring.DefaultAttainedHalfLife, c.gpus)

@@ -201,7 +201,7 @@ func (t *Topology) requiredLevel(pod *v1.Pod, groupKey string) (int, string) {
 	if groupKey != "" {
 		key = groupKey
 	}
-	if v := podspec.TopologyRequired(pod); v != "" {
+	if v := podspec.TopologyRequired(t.mgr.Effective(pod)); v != "" {
 		key = v
 	}
 	if key == "" {
@@ -218,7 +218,7 @@ func (t *Topology) requiredLevel(pod *v1.Pod, groupKey string) (int, string) {
 // the same way. A gang that finds no node in a domain it was confined to by
 // preference alone is unconfined (PostFilter).
 func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	facts, err := podspec.ReadWith(pod, t.dra)
+	facts, err := podspec.ReadWith(t.mgr.Effective(pod), t.dra)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}

@@ -54,10 +54,13 @@ type Manager struct {
 	// workloadGroups lists the Workload API's PodGroups; nil where the
 	// scheduler does not serve that API (feature GenericWorkload off).
 	workloadGroups schedulingv1beta1listers.PodGroupLister
-	dyn            dynamic.Interface
-	now            func() time.Time
-	backoff        time.Duration
-	status         workqueue.TypedRateLimitingInterface[string]
+	// workloads lists the Workload API's Workloads, whose labels and
+	// annotations their gangs' pods inherit (Effective); nil as above.
+	workloads schedulingv1beta1listers.WorkloadLister
+	dyn       dynamic.Interface
+	now       func() time.Time
+	backoff   time.Duration
+	status    workqueue.TypedRateLimitingInterface[string]
 	// statusDelay coalesces a gang's status writes: every member event
 	// within it ends in one write.
 	statusDelay time.Duration
@@ -81,6 +84,9 @@ type gang struct {
 	admitted    bool
 	deniedUntil time.Time
 	denyReason  string
+	// tried is when a Workload API gang was last tried whole and has not
+	// been woken since (see Gated); zero for none.
+	tried time.Time
 }
 
 // Options configure a Manager.
@@ -94,6 +100,9 @@ type Options struct {
 	// own informer, which it starts and syncs); nil leaves Workload API
 	// gangs unknown: their members are refused as "not found".
 	WorkloadPodGroups schedulingv1beta1listers.PodGroupLister
+	// Workloads lists the Workload API's Workloads (the scheduler's own
+	// informer too); nil leaves their metadata unread (see Effective).
+	Workloads schedulingv1beta1listers.WorkloadLister
 	// Backoff is how long a gang whose reservations were released is refused
 	// before it may try again, so a competing gang gets its turn.
 	Backoff time.Duration
@@ -131,15 +140,15 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	groupInformer := factory.ForResource(podgroup.GVR)
 	m := &Manager{
 		handle: o.Handle, pods: o.PodInformer.GetIndexer(), groups: groupInformer.Lister(), dyn: o.Dynamic,
-		workloadGroups: o.WorkloadPodGroups,
-		now:            o.Now, backoff: o.Backoff, statusDelay: o.StatusDelay, scheduler: o.SchedulerName,
+		workloadGroups: o.WorkloadPodGroups, workloads: o.Workloads,
+		now: o.Now, backoff: o.Backoff, statusDelay: o.StatusDelay, scheduler: o.SchedulerName,
 		status: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "schedloop_podgroup_status"}),
 		gangs: map[string]*gang{}, blocked: map[string]struct{}{},
 	}
 	_, err = o.PodInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    m.podChanged,
-		UpdateFunc: func(old, cur any) { m.podChanged(cur) },
+		AddFunc:    func(obj any) { m.podChanged(nil, obj) },
+		UpdateFunc: m.podChanged,
 		DeleteFunc: m.podDeleted,
 	})
 	if err != nil {
@@ -244,6 +253,52 @@ func (m *Manager) Group(pod *v1.Pod) (Group, error) {
 	return Group{}, fmt.Errorf("pod %s/%s belongs to no gang", pod.Namespace, pod.Name)
 }
 
+// Effective is pod as schedloop's plugins read its queue, preemptibility
+// and topology requirement: for a Workload API gang's member, with what
+// its PodGroup and then its Workload declare and the pod does not
+// (podspec.WithGroupMeta's rule); pod itself for any other pod, or while
+// those objects are not (yet) known.
+func (m *Manager) Effective(pod *v1.Pod) *v1.Pod {
+	if m == nil || m.workloadGroups == nil || pod.Spec.SchedulingGroup == nil {
+		return pod
+	}
+	ref, err := podspec.Gang(pod)
+	if err != nil || ref.API != podgroup.APIWorkload {
+		return pod
+	}
+	wpg, err := m.workloadGroups.PodGroups(pod.Namespace).Get(ref.Name)
+	if err != nil {
+		return pod
+	}
+	metas := []*metav1.ObjectMeta{&wpg.ObjectMeta}
+	if r := wpg.Spec.WorkloadRef; r != nil && m.workloads != nil {
+		if w, err := m.workloads.Workloads(pod.Namespace).Get(r.WorkloadName); err == nil {
+			metas = append(metas, &w.ObjectMeta)
+		}
+	}
+	return podspec.WithGroupMeta(pod, metas...)
+}
+
+// Size is the member count of the gang namespace/name declares, read from
+// a scheduler-plugins PodGroup, else a Workload API gang's PodGroup (one
+// namespace uses a name for one gang only).
+func (m *Manager) Size(namespace, name string) (int, bool) {
+	if pg, err := m.PodGroup(namespace, name); err == nil {
+		return int(pg.Spec.MinMember), true
+	}
+	if m.workloadGroups == nil {
+		return 0, false
+	}
+	wpg, err := m.workloadGroups.PodGroups(namespace).Get(name)
+	if err != nil {
+		return 0, false
+	}
+	if pg, ok := podgroup.FromWorkload(wpg); ok {
+		return int(pg.Spec.MinMember), true
+	}
+	return 0, false
+}
+
 // Counts are a gang's members as the manager sees them.
 type Counts struct {
 	All     int // pods labelled into the gang, not finished
@@ -336,6 +391,60 @@ func (m *Manager) Denied(key string) (string, bool) {
 	return g.denyReason, true
 }
 
+// GateLimit is how long Gated holds a Workload API gang that nothing woke:
+// kube-scheduler's default podMaxInUnschedulablePodsDuration, after which
+// it retries a scheduler-plugins gang's pods that no event woke either.
+const GateLimit = 5 * time.Minute
+
+// Tried records that key, a Workload API gang, is being tried whole in
+// the scheduler's pod-group cycle.
+//
+// Why: kube-scheduler 1.37 returns a pod group whose cycle failed to its
+// backoff queue, never to the unschedulable pool, so the gang is retried
+// on the backoff timer (1 s doubling to 10 s) whatever happens in the
+// cluster, and a node freed meanwhile goes to whichever job its event
+// wakes first. A scheduler-plugins gang's pods wait in the pool until an
+// event this plugin registers wakes them. Gating the group at PreEnqueue
+// until such an event (Gated, Wake) puts it in the pool too, so both kinds
+// of gang wake on the same events and are ordered by the same queue sort.
+func (m *Manager) Tried(key string) {
+	m.mu.Lock()
+	m.gang(key).tried = m.now()
+	m.mu.Unlock()
+}
+
+// Gated reports whether key must wait in the unschedulable pool: it was
+// tried (Tried), nothing has woken it since (Wake), it holds no
+// reservation and is not admitted, and it was tried less than GateLimit
+// ago.
+func (m *Manager) Gated(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gangs[key]
+	if g == nil || g.tried.IsZero() || g.admitted || len(g.reserved) > 0 {
+		return false
+	}
+	return m.now().Before(g.tried.Add(GateLimit))
+}
+
+// Wake ends key's gate: an event that may let it start has been seen.
+func (m *Manager) Wake(key string) {
+	m.mu.Lock()
+	if g := m.gangs[key]; g != nil {
+		g.tried = time.Time{}
+	}
+	m.mu.Unlock()
+}
+
+// wakeAll ends every gate: capacity was freed.
+func (m *Manager) wakeAll() {
+	m.mu.Lock()
+	for _, g := range m.gangs {
+		g.tried = time.Time{}
+	}
+	m.mu.Unlock()
+}
+
 // Plan is the topology plan of key's current placement attempt, if any.
 func (m *Manager) Plan(key string) (*scoring.GangPlan, bool) {
 	m.mu.Lock()
@@ -399,6 +508,7 @@ func (m *Manager) Unreserve(pod *v1.Pod, key string) {
 // activate moves key's members that are still waiting for a scheduling
 // attempt to the active queue, so a gang is placed back to back.
 func (m *Manager) activate(key string) {
+	m.Wake(key)
 	objs, _ := m.pods.ByIndex(IndexPodGroup, key)
 	pods := map[string]*v1.Pod{}
 	for _, obj := range objs {
@@ -518,9 +628,15 @@ func (m *Manager) ours(pod *v1.Pod) bool {
 	return m.scheduler == "" || pod.Spec.SchedulerName == m.scheduler
 }
 
-func (m *Manager) podChanged(obj any) {
+func (m *Manager) podChanged(old, obj any) {
 	pod, ok := obj.(*v1.Pod)
-	if !ok || !m.ours(pod) {
+	if !ok {
+		return
+	}
+	if was, ok := old.(*v1.Pod); ok && pod.Spec.NodeName != "" && finished(pod) && !finished(was) {
+		m.wakeAll()
+	}
+	if !m.ours(pod) {
 		return
 	}
 	key, _, ok := podspec.GangKey(pod)
@@ -546,7 +662,13 @@ func (m *Manager) podDeleted(obj any) {
 		obj = t.Obj
 	}
 	pod, ok := obj.(*v1.Pod)
-	if !ok || !m.ours(pod) {
+	if !ok {
+		return
+	}
+	if pod.Spec.NodeName != "" {
+		m.wakeAll()
+	}
+	if !m.ours(pod) {
 		return
 	}
 	if key, _, ok := podspec.GangKey(pod); ok {
