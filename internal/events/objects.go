@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/schedloop/schedloop"
@@ -136,6 +137,12 @@ type group struct {
 	uid, namespace, name, queue string
 	minMember                   int
 	created                     time.Time // already mapped
+	// workloadAPI: a scheduling.k8s.io PodGroup, whose metadata (meta) and
+	// its Workload's (workload names it) its pods inherit
+	// (podspec.WithGroupMeta).
+	workloadAPI bool
+	workload    string
+	meta        metav1.ObjectMeta // labels and annotations only
 }
 
 func (g group) job(gpusPerMember int, priority int32) schedloop.Job {
@@ -154,9 +161,26 @@ func (c clock) groupFromUnstructured(u *unstructured.Unstructured, observed time
 		if n, ok, _ := unstructured.NestedInt64(u.Object, "spec", "minMember"); ok && n > 0 {
 			g.minMember = int(n)
 		}
-	} else if n, ok, _ := unstructured.NestedInt64(u.Object, "spec", "schedulingPolicy", "gang", "minCount"); ok && n > 0 {
+		return g
+	}
+	g.workloadAPI = true
+	g.meta = metav1.ObjectMeta{Labels: u.GetLabels(), Annotations: u.GetAnnotations()}
+	g.workload, _, _ = unstructured.NestedString(u.Object, "spec", "workloadRef", "workloadName")
+	if n, ok, _ := unstructured.NestedInt64(u.Object, "spec", "schedulingPolicy", "gang", "minCount"); ok && n > 0 {
 		g.minMember = int(n)
 	}
+	return g
+}
+
+// withWorkload is g with its Workload's metadata applied as its pods'
+// (podspec.WithGroupMeta's rule): the group's own queue label wins, else
+// its Workload's.
+func (g group) withWorkload(w *metav1.ObjectMeta) group {
+	if !g.workloadAPI {
+		return g
+	}
+	probe := podspec.WithGroupMeta(&corev1.Pod{}, &g.meta, w)
+	g.queue = podspec.Queue(probe)
 	return g
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -77,6 +80,9 @@ type Watcher struct {
 	dirtyG map[string]group             // gangs to (re)write by UID
 	byGang map[string]map[string]string // "namespace/name" -> pod UID -> pod UID, for pods waiting on their gang
 	podsBy map[string]*corev1.Pod       // last state of every live pod, for regrouping
+	// workloads holds each Workload API Workload's labels and annotations
+	// by "namespace/name", which its gangs' pods inherit.
+	workloads map[string]metav1.ObjectMeta
 	// attempts parsed from events and not yet stored, by attempt key. A
 	// message is parsed (and counted, if not understood) once, however often
 	// its write is retried.
@@ -108,9 +114,10 @@ func NewWatcher(opts WatchOptions) (*Watcher, error) {
 		seen: map[string]*podSeen{}, pods: map[string]*corev1.Pod{}, events: map[string]*corev1.Event{},
 		evSeen: map[string]time.Time{}, nodes: map[string]*corev1.Node{}, groups: map[string]group{},
 		dirtyG: map[string]group{}, byGang: map[string]map[string]string{}, podsBy: map[string]*corev1.Pod{},
-		attempts: map[string]schedloop.SchedulingAttempt{}, kueue: map[string]schedloop.KueueWorkload{}}
+		workloads: map[string]metav1.ObjectMeta{},
+		attempts:  map[string]schedloop.SchedulingAttempt{}, kueue: map[string]schedloop.KueueWorkload{}}
 	w.processed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
-		Name: "objects_processed_total", Help: "Informer notifications handled, by kind (Pod, Event, Node, PodGroup, KueueWorkload)."}, []string{"kind"})
+		Name: "objects_processed_total", Help: "Informer notifications handled, by kind (Pod, Event, Node, PodGroup, Workload, KueueWorkload)."}, []string{"kind"})
 	w.writeErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
 		Name: "write_errors_total", Help: "Failed writes of cluster history to Postgres; the changes are kept and retried."})
 	w.synced = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "schedloop", Subsystem: "events",
@@ -128,7 +135,8 @@ func (w *Watcher) Collectors() []prometheus.Collector {
 func (w *Watcher) Synced() bool { return w.isSynced.Load() }
 
 // gangGVRs lists the PodGroup resources the server serves: scheduler-plugins'
-// and, where the server has the Workload API, Kubernetes' own.
+// and, where the server has the Workload API, Kubernetes' own, with that
+// API's Workloads (whose metadata the gangs' pods inherit).
 func (w *Watcher) gangGVRs() []schema.GroupVersionResource {
 	var out []schema.GroupVersionResource
 	disc := w.opts.Client.Discovery()
@@ -149,12 +157,14 @@ func (w *Watcher) gangGVRs() []schema.GroupVersionResource {
 				if err != nil {
 					continue
 				}
+				var found []schema.GroupVersionResource
 				for _, r := range res.APIResources {
-					if r.Name == "podgroups" {
-						out = append(out, schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: "podgroups"})
-						break
+					if r.Name == "podgroups" || r.Name == resourceWorkloads {
+						found = append(found, schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: r.Name})
 					}
 				}
+				slices.SortFunc(found, func(a, b schema.GroupVersionResource) int { return strings.Compare(a.Resource, b.Resource) })
+				out = append(out, found...)
 				if len(out) > 0 && out[len(out)-1].Group == g.Name {
 					break // one version is enough
 				}
@@ -181,10 +191,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 		if gvrs := w.gangGVRs(); len(gvrs) > 0 {
 			dynFactory = dynamicinformer.NewDynamicSharedInformerFactory(w.opts.Dynamic, 0)
 			for _, gvr := range gvrs {
+				kind := "PodGroup"
+				if gvr.Resource == resourceWorkloads {
+					kind = kindWorkload
+				}
 				handlers = append(handlers, struct {
 					inf  cache.SharedIndexInformer
 					kind string
-				}{dynFactory.ForResource(gvr).Informer(), "PodGroup"})
+				}{dynFactory.ForResource(gvr).Informer(), kind})
 				w.log.Info("watching gangs", "resource", gvr.String())
 			}
 		}
@@ -307,6 +321,10 @@ func (w *Watcher) handle(kind string, obj any, deleted bool) {
 			w.nodes[o.Name] = o
 		}
 	case *unstructured.Unstructured:
+		if kind == kindWorkload {
+			w.workloadChanged(o, deleted)
+			return
+		}
 		g := w.clock.groupFromUnstructured(o, now)
 		key := g.namespace + "/" + g.name
 		if deleted {
@@ -325,6 +343,65 @@ func (w *Watcher) handle(kind string, obj any, deleted bool) {
 		}
 		delete(w.byGang, key)
 	}
+}
+
+// Names of the Workload API's Workload resource and informer kind.
+const (
+	resourceWorkloads = "workloads"
+	kindWorkload      = "Workload"
+)
+
+// workloadChanged records a Workload's metadata and rewrites the gangs made
+// from it, and their pods, which inherit it. Called with w.mu held.
+func (w *Watcher) workloadChanged(u *unstructured.Unstructured, deleted bool) {
+	key := u.GetNamespace() + "/" + u.GetName()
+	if deleted {
+		delete(w.workloads, key)
+	} else {
+		w.workloads[key] = metav1.ObjectMeta{Labels: u.GetLabels(), Annotations: u.GetAnnotations()}
+	}
+	gangs := map[string]bool{}
+	for gk, g := range w.groups {
+		if g.workloadAPI && g.namespace == u.GetNamespace() && g.workload == u.GetName() {
+			gangs[gk] = true
+			w.dirtyG[g.uid] = g
+		}
+	}
+	if len(gangs) == 0 {
+		return
+	}
+	for uid, p := range w.podsBy {
+		if gangs[gangOf(p)] {
+			w.pods[uid] = p
+		}
+	}
+}
+
+// resolved is g with its Workload's metadata applied (group.withWorkload).
+// Called with w.mu held.
+func (w *Watcher) resolved(g group) group {
+	if !g.workloadAPI {
+		return g
+	}
+	m, ok := w.workloads[g.namespace+"/"+g.workload]
+	if !ok {
+		return g.withWorkload(nil)
+	}
+	return g.withWorkload(&m)
+}
+
+// effective is pod as the scheduler reads it, a Workload API gang's member
+// inheriting what its PodGroup and Workload declare
+// (podspec.WithGroupMeta). Called with w.mu held.
+func (w *Watcher) effective(pod *corev1.Pod, g group) *corev1.Pod {
+	if !g.workloadAPI {
+		return pod
+	}
+	metas := []*metav1.ObjectMeta{&g.meta}
+	if m, ok := w.workloads[g.namespace+"/"+g.workload]; ok {
+		metas = append(metas, &m)
+	}
+	return podspec.WithGroupMeta(pod, metas...)
 }
 
 // gangOf names the gang a pod declares, "" for a lone pod, as the scheduler
@@ -346,7 +423,7 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	jobs := map[string]schedloop.Job{}
 	derive := map[string]bool{}
 	for _, g := range groups {
-		jobs[g.uid] = g.job(0, 0)
+		jobs[g.uid] = w.resolved(g).job(0, 0)
 		derive[g.uid] = true
 	}
 	for uid, pod := range pods {
@@ -363,8 +440,9 @@ func (w *Watcher) Flush(ctx context.Context) error {
 				w.byGang[key][uid] = uid
 			} else {
 				jobUID = g.uid
+				pod = w.effective(pod, g)
 				p := w.clock.toPod(pod, seen, jobUID)
-				j := g.job(p.GPUs, p.Priority)
+				j := w.resolved(g).job(p.GPUs, p.Priority)
 				j.GPUMilliPerMember = p.GPUMilli
 				jobs[g.uid] = j
 			}

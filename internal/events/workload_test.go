@@ -16,6 +16,7 @@ import (
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/podspec"
+	"github.com/schedloop/schedloop/internal/store"
 	"github.com/schedloop/schedloop/internal/store/storetest"
 )
 
@@ -28,23 +29,8 @@ import (
 // run, finished when the last ends — as it does for a scheduler-plugins
 // PodGroup.
 func TestWorkloadAPIGangIsStoredAsOneJob(t *testing.T) {
-	c := harness.NewForTest(t, harness.Options{WorkloadAPI: true})
-	s := storetest.New(t)
+	c, s := watchWorkloadAPI(t)
 	ctx := t.Context()
-	w, err := events.NewWatcher(events.WatchOptions{Client: c.Client, Dynamic: c.Dynamic, Store: s,
-		Parser: events.NewParser(), FlushInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("watcher: %v", err)
-		}
-	}()
 
 	workload, pg := podgroup.NewWorkload("default", "train", 2)
 	pg.Labels = map[string]string{podspec.LabelQueue: "team-a"}
@@ -56,20 +42,7 @@ func TestWorkloadAPIGangIsStoredAsOneJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods := c.Client.CoreV1().Pods("default")
-	var members []*corev1.Pod
-	for i := range 2 {
-		p, err := pods.Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("train-%d", i)},
-			Spec: corev1.PodSpec{SchedulerName: "nobody",
-				SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To("train")},
-				Containers: []corev1.Container{{Name: "main", Image: "x", Resources: corev1.ResourceRequirements{
-					Limits: corev1.ResourceList{schedloop.GPUResourceName: resource.MustParse("4")}}}}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		members = append(members, p)
-	}
+	members := createMembers(t, c, "train", nil, nil)
 
 	// API times an hour ahead are later than anything the watcher observes,
 	// so the stored times are exactly these.
@@ -133,6 +106,103 @@ func TestWorkloadAPIGangIsStoredAsOneJob(t *testing.T) {
 	if want := fmt.Sprint([]string{"train-0@" + job.UID, "train-1@" + job.UID}); fmt.Sprint(rows) != want {
 		t.Fatalf("member rows %v, want %v", rows, want)
 	}
+}
+
+// watchWorkloadAPI runs a watcher over a cluster serving the Workload API,
+// storing into a fresh database, until the test ends.
+func watchWorkloadAPI(t *testing.T) (*harness.Cluster, *store.Store) {
+	t.Helper()
+	c := harness.NewForTest(t, harness.Options{WorkloadAPI: true})
+	s := storetest.New(t)
+	w, err := events.NewWatcher(events.WatchOptions{Client: c.Client, Dynamic: c.Dynamic, Store: s,
+		Parser: events.NewParser(), FlushInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watcher: %v", err)
+		}
+	})
+	return c, s
+}
+
+// createMembers creates two 4-GPU pods group-0 and group-1 naming the
+// Workload API PodGroup group, with labels[i] on pod i.
+func createMembers(t *testing.T, c *harness.Cluster, group string, labels ...map[string]string) []*corev1.Pod {
+	t.Helper()
+	var members []*corev1.Pod
+	for i := range 2 {
+		p, err := c.Client.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", group, i), Labels: labels[i]},
+			Spec: corev1.PodSpec{SchedulerName: "nobody",
+				SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)},
+				Containers: []corev1.Container{{Name: "main", Image: "x", Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{schedloop.GPUResourceName: resource.MustParse("4")}}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, p)
+	}
+	return members
+}
+
+// A queue label set only on the Workload is the gang's queue and its
+// members', except a member's own label, which wins
+// (podspec.WithGroupMeta); a label added to the Workload later is applied
+// to the stored rows.
+func TestWorkloadLabelsAreInherited(t *testing.T) {
+	c, s := watchWorkloadAPI(t)
+	ctx := t.Context()
+	workload, pg := podgroup.NewWorkload("default", "tune", 2)
+	if err := podgroup.CreateWorkload(ctx, c.Client, workload, pg); err != nil {
+		t.Fatal(err)
+	}
+	createMembers(t, c, "tune", nil, map[string]string{podspec.LabelQueue: "own"})
+	queues := func(ctx context.Context) (string, error) {
+		var job string
+		if err := s.Pool().QueryRow(ctx, `SELECT queue FROM jobs WHERE name = 'tune'`).Scan(&job); err != nil {
+			return "", nil
+		}
+		var pods []string
+		r, err := s.Pool().Query(ctx, `SELECT name || '=' || queue FROM pods ORDER BY name`)
+		if err != nil {
+			return "", err
+		}
+		defer r.Close()
+		for r.Next() {
+			var p string
+			if err := r.Scan(&p); err != nil {
+				return "", err
+			}
+			pods = append(pods, p)
+		}
+		return fmt.Sprintf("job=%s %v", job, pods), r.Err()
+	}
+	wait := func(want string) {
+		t.Helper()
+		var got string
+		waitFor(t, want, func(ctx context.Context) (bool, error) {
+			var err error
+			got, err = queues(ctx)
+			return got == want, err
+		})
+	}
+	wait("job= [tune-0= tune-1=own]")
+	stored, err := c.Client.SchedulingV1beta1().Workloads("default").Get(ctx, "tune", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.Labels = map[string]string{podspec.LabelQueue: "team-w"}
+	if _, err := c.Client.SchedulingV1beta1().Workloads("default").Update(ctx, stored, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("job=team-w [tune-0=team-w tune-1=own]")
 }
 
 func setStatus(t *testing.T, c *harness.Cluster, name string, edit func(*corev1.PodStatus)) {
