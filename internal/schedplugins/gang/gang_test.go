@@ -2,6 +2,7 @@ package gang_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +50,7 @@ func (h *handle) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
 }
 
 type fixture struct {
+	h      *handle
 	plugin *gang.Gang
 	mgr    *core.Manager
 	client *fake.Clientset
@@ -85,7 +87,8 @@ func newFixtureWith(t *testing.T, pods []*v1.Pod, workloadGroups []*schedulingv1
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{podgroup.GVR: podgroup.Kind + "List"}, dynObjs...)
-	mgr, err := core.New(ctx, core.Options{Handle: &handle{}, PodInformer: factory.Core().V1().Pods().Informer(),
+	h := &handle{}
+	mgr, err := core.New(ctx, core.Options{Handle: h, PodInformer: factory.Core().V1().Pods().Informer(),
 		Dynamic: dyn, Backoff: time.Minute, StatusDelay: time.Millisecond,
 		WorkloadPodGroups: factory.Scheduling().V1beta1().PodGroups().Lister()})
 	if err != nil {
@@ -97,7 +100,7 @@ func newFixtureWith(t *testing.T, pods []*v1.Pod, workloadGroups []*schedulingv1
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{plugin: p, mgr: mgr, client: client}
+	return &fixture{h: h, plugin: p, mgr: mgr, client: client}
 }
 
 func member(name, group string, gpus string) *v1.Pod {
@@ -373,5 +376,30 @@ func TestPreEnqueueHoldsATriedWorkloadGangUntilWoken(t *testing.T) {
 		if s := f.plugin.PreEnqueue(ctx, p); !s.IsSuccess() {
 			t.Fatalf("%s: held at PreEnqueue after a waking event: %v", p.Name, s)
 		}
+	}
+
+	// Tried and held again; a bound pod's deletion seen by the informer
+	// alone (no hint) ends the hold and, the gang being still held in the
+	// pool, activates it core.WakeCheck later.
+	if _, s := f.plugin.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); s.Code() != fwk.Unschedulable {
+		t.Fatalf("PreFilter %v", s)
+	}
+	if s := f.plugin.PreEnqueue(ctx, pods[0]); s.IsSuccess() {
+		t.Fatal("tried gang not held")
+	}
+	running := member("running", "", "8")
+	running.Spec.NodeName = "n1"
+	if _, err := f.client.CoreV1().Pods("default").Create(ctx, running, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.CoreV1().Pods("default").Delete(ctx, "running", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		f.h.mu.Lock()
+		defer f.h.mu.Unlock()
+		return slices.Contains(f.h.activated, "default/big-1"), nil
+	}); err != nil {
+		t.Fatalf("held gang not activated after capacity was freed: %v (activated %v)", err, f.h.activated)
 	}
 }

@@ -85,8 +85,10 @@ type gang struct {
 	deniedUntil time.Time
 	denyReason  string
 	// tried is when a Workload API gang was last tried whole and has not
-	// been woken since (see Gated); zero for none.
+	// been woken since (see Gated); zero for none. held: the last Gated
+	// answer for it was to hold.
 	tried time.Time
+	held  bool
 }
 
 // Options configure a Manager.
@@ -421,10 +423,11 @@ func (m *Manager) Gated(key string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.gangs[key]
-	if g == nil || g.tried.IsZero() || g.admitted || len(g.reserved) > 0 {
+	if g == nil {
 		return false
 	}
-	return m.now().Before(g.tried.Add(GateLimit))
+	g.held = !g.tried.IsZero() && !g.admitted && len(g.reserved) == 0 && m.now().Before(g.tried.Add(GateLimit))
+	return g.held
 }
 
 // Wake ends key's gate: an event that may let it start has been seen.
@@ -436,13 +439,45 @@ func (m *Manager) Wake(key string) {
 	m.mu.Unlock()
 }
 
-// wakeAll ends every gate: capacity was freed.
+// WakeCheck is how long after capacity is freed a gang still held in the
+// unschedulable pool is activated.
+//
+// Why: the scheduler asks the plugin's hint, which ends the hold, only when
+// no other plugin's hint queued the pod first; a member that another
+// plugin (NodeResourcesFit, say) also refused may be queued by that
+// plugin's hint, meet the hold at PreEnqueue and go back to the pool, and
+// nothing else may happen in the cluster to try it again. The pod informer
+// ends the hold too, but may do so after that PreEnqueue. Activating at
+// once instead would race the scheduler's own handling of the event and
+// could start the gang ahead of a job the queue order puts first.
+const WakeCheck = time.Second
+
+// wakeAll ends every gate: capacity was freed. Gangs still held WakeCheck
+// later are activated.
 func (m *Manager) wakeAll() {
 	m.mu.Lock()
-	for _, g := range m.gangs {
+	var held []string
+	for k, g := range m.gangs {
 		g.tried = time.Time{}
+		if g.held {
+			held = append(held, k)
+		}
 	}
 	m.mu.Unlock()
+	if len(held) == 0 {
+		return
+	}
+	time.AfterFunc(WakeCheck, func() {
+		for _, k := range held {
+			m.mu.Lock()
+			g := m.gangs[k]
+			still := g != nil && g.held
+			m.mu.Unlock()
+			if still {
+				m.activate(k)
+			}
+		}
+	})
 }
 
 // Plan is the topology plan of key's current placement attempt, if any.
