@@ -114,11 +114,22 @@ func (q *Queue) WakeOnLimitChange(a Activator, schedulerName string) {
 	})
 }
 
-// EventsToRegister: a pod leaving frees its queue's share.
+// EventsToRegister: a pod leaving frees its queue's share. The hint takes
+// the pod off the ledger itself: it runs within the scheduler's handling of
+// the event, before the woken pods are tried, whereas the ledger's own
+// informer handler may run after that try, which would then see the share
+// still taken and leave the pods waiting for a later event.
 func (q *Queue) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: q.freed},
 	}, nil
+}
+
+func (q *Queue) freed(_ klog.Logger, _ *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	if pod, ok := oldObj.(*v1.Pod); ok {
+		q.ledger.remove(pod.UID)
+	}
+	return fwk.Queue, nil
 }
 
 func (q *Queue) podChanged(obj any) {

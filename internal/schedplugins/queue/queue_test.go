@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -36,7 +37,10 @@ func queuePod(name, queue, group, gpus string) *v1.Pod {
 	return w.Obj()
 }
 
-func TestPreFilter(t *testing.T) {
+// holding is the plugin under profileYAML with research already running
+// held, admitted and reserved.
+func holding(t *testing.T, held *v1.Pod) *Queue {
+	t.Helper()
 	holder := profilewatch.NewHolder()
 	if _, err := holder.Apply([]byte(profileYAML)); err != nil {
 		t.Fatal(err)
@@ -45,13 +49,17 @@ func TestPreFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// research already runs one gang holding 4 GPUs.
-	held := queuePod("held", "research", "g0", "4")
 	state := framework.NewCycleState()
 	if _, s := q.PreFilter(context.Background(), state, held, nil); !s.IsSuccess() {
-		t.Fatalf("first gang: %v", s)
+		t.Fatalf("%s: %v", held.Name, s)
 	}
 	q.Reserve(context.Background(), state, held, "n1")
+	return q
+}
+
+func TestPreFilter(t *testing.T) {
+	// research already runs one gang holding 4 GPUs.
+	q := holding(t, queuePod("held", "research", "g0", "4"))
 
 	tests := []struct {
 		pod    *v1.Pod
@@ -114,5 +122,26 @@ queues:
 		if _, s := q.PreFilter(context.Background(), framework.NewCycleState(), pod, nil); !s.IsSuccess() {
 			t.Errorf("%s in a queue with maxGPUs 0 (no limit): %v", pod.Name, s)
 		}
+	}
+}
+
+// The hint of a deleted assigned pod frees its queue's share before the
+// woken pods are tried, whatever the ledger's informer has seen.
+func TestDeleteHintFreesTheShare(t *testing.T) {
+	held := queuePod("held", "research", "", "4")
+	q := holding(t, held)
+	waiting := queuePod("waiting", "research", "", "5")
+	if _, s := q.PreFilter(context.Background(), framework.NewCycleState(), waiting, nil); s.IsSuccess() {
+		t.Fatal("5 GPUs admitted beside 4 under a limit of 8")
+	}
+	events, err := q.EventsToRegister(context.Background())
+	if err != nil || len(events) != 1 || events[0].QueueingHintFn == nil {
+		t.Fatalf("events %v, %v: want one with a hint", events, err)
+	}
+	if h, err := events[0].QueueingHintFn(klog.Background(), waiting, held, nil); err != nil || h != fwk.Queue {
+		t.Fatalf("hint = %v, %v; want Queue", h, err)
+	}
+	if _, s := q.PreFilter(context.Background(), framework.NewCycleState(), waiting, nil); !s.IsSuccess() {
+		t.Fatalf("after the holder's delete: %v", s)
 	}
 }
