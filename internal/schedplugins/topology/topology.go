@@ -386,17 +386,7 @@ func (confinedByPreference) Clone() fwk.StateData { return confinedByPreference{
 // so retrying the same domain would never succeed. It never makes the pod
 // schedulable itself.
 func (t *Topology) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	if t.book != nil {
-		var gen int64
-		if t.handle != nil {
-			if nis, err := t.handle.SnapshotSharedLister().NodeInfos().List(); err == nil {
-				gen = generation(nis)
-			}
-		}
-		t.book.Failed(pod, gen, func(head *v1.Pod, now time.Time) ([]string, time.Time, time.Time, bool) {
-			return t.planReservation(state, head, now)
-		})
-	}
+	t.failed(state, pod)
 	key, _, ok := podspec.GangKey(pod)
 	if !ok || t.mgr == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -405,6 +395,36 @@ func (t *Topology) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.P
 		t.mgr.Unconfine(key)
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+var _ fwk.PodGroupPostFilterPlugin = &Topology{}
+
+// PodGroupPostFilter plans the reservation of a Workload API gang whose
+// pod-group cycle failed, as PostFilter does for a scheduler-plugins
+// gang's member: kube-scheduler runs no PostFilter for the pods of a
+// pod-group cycle, only this, once for the group. A member stands for its
+// job. It never makes the group schedulable.
+func (t *Topology) PodGroupPostFilter(_ context.Context, _ fwk.PodGroupCycleState, pg fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+	if pods := pg.GetUnscheduledPods(); len(pods) > 0 {
+		t.failed(nil, pods[0])
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// failed tells the reservation book that pod's job could not be placed.
+func (t *Topology) failed(state fwk.CycleState, pod *v1.Pod) {
+	if t.book == nil {
+		return
+	}
+	var gen int64
+	if t.handle != nil {
+		if nis, err := t.handle.SnapshotSharedLister().NodeInfos().List(); err == nil {
+			gen = generation(nis)
+		}
+	}
+	t.book.Failed(pod, gen, func(head *v1.Pod, now time.Time) ([]string, time.Time, time.Time, bool) {
+		return t.planReservation(state, head, now)
+	})
 }
 
 const stateKey fwk.StateKey = Name
