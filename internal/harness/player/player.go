@@ -251,6 +251,11 @@ func (p *Player) submitWorkload(ctx context.Context, name string, j trace.Job) e
 		labels[harness.LabelQueue] = queueLabel(j.Queue)
 	}
 	w.Labels, pg.Labels = labels, maps.Clone(labels)
+	if j.Priority != 0 {
+		// kube-scheduler refuses a pod group whose pods' priority is not
+		// the group's own.
+		pg.Spec.PriorityClassName = PriorityClassName(j.Priority)
+	}
 	if err := podgroup.CreateWorkload(ctx, p.client, w, pg); err != nil {
 		return fmt.Errorf("job %s: %w", j.Name, err)
 	}
