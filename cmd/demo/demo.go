@@ -16,6 +16,7 @@ import (
 	"github.com/schedloop/schedloop/deploy"
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/harness/player"
+	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/schedplugins"
 	"github.com/schedloop/schedloop/internal/store"
@@ -105,7 +106,7 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 		logOut = stderr
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cluster, err := harness.Start(ctx, harness.Options{Log: nilIfDiscard(logOut)})
+	cluster, err := harness.Start(ctx, harness.Options{Log: nilIfDiscard(logOut), WorkloadAPI: c.gangAPI == podgroup.APIWorkload})
 	if err != nil {
 		return Summary{}, err
 	}
@@ -262,7 +263,7 @@ func (d *demoRun) replay(ctx context.Context, p *PhaseSummary, jobs []trace.Job)
 	if err != nil {
 		return err
 	}
-	pl, err := player.New(d.cluster.Client, d.cluster.Dynamic, jobs, player.Options{Clock: clock, Namespace: p.Namespace, SchedulerName: SchedulerName, GPUClaims: d.c.dra})
+	pl, err := player.New(d.cluster.Client, d.cluster.Dynamic, jobs, player.Options{Clock: clock, Namespace: p.Namespace, SchedulerName: SchedulerName, GPUClaims: d.c.dra, GangAPI: d.c.gangAPI})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-high-priority-seed", "-1"}, "-high-priority-seed"},
 		{[]string{"-compress", "0.5"}, "flag -compress: 0.5"},
 		{[]string{"-knobs", "weights,colour"}, `flag -knobs: knob "colour" is unknown`},
+		{[]string{"-gang-api", "crd"}, `flag -gang-api: gang API "crd"`},
 		{[]string{"extra"}, "unexpected arguments: extra"},
 	} {
 		var out, errOut bytes.Buffer
