@@ -158,6 +158,33 @@ func (e *env) gang(name, scheduler string, members int, gpus int64, timeout int3
 	}
 }
 
+// gangAPIs are the two ways a gang is declared; the gang tests run under
+// both, through gangAs and waitGangReason.
+var gangAPIs = []podgroup.API{podgroup.APIPodGroup, podgroup.APIWorkload}
+
+// gangAs declares the gang name of members pods through api: a
+// scheduler-plugins PodGroup (no timeout of its own) with labelled pods,
+// or a Workload, its PodGroup and pods naming it.
+func (e *env) gangAs(api podgroup.API, name, scheduler string, members int, gpus int64, opts ...podOpt) {
+	e.t.Helper()
+	if api == podgroup.APIWorkload {
+		e.workloadGang(name, scheduler, members, gpus, opts...)
+		return
+	}
+	e.gang(name, scheduler, members, gpus, 0, opts...)
+}
+
+// waitGangReason waits for a FailedScheduling note containing want on the
+// gang name and returns it: on its first member for a scheduler-plugins
+// gang; on any member for a Workload API gang (see waitReasonOf).
+func (e *env) waitGangReason(api podgroup.API, name, want string) string {
+	e.t.Helper()
+	if api == podgroup.APIWorkload {
+		return e.waitReasonOf(name+"-", want)
+	}
+	return e.waitReason(name+"-0", want)
+}
+
 // placement maps pod name to node for pods whose name starts with prefix.
 func (e *env) placement(prefix string) (bound map[string]string, pending int) {
 	e.t.Helper()

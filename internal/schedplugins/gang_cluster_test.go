@@ -11,56 +11,68 @@ import (
 	"github.com/schedloop/schedloop/internal/podgroup"
 )
 
-// A 64-pod gang on 8-GPU nodes lands whole or not at all; the stock profile
-// binds what fits and leaves the rest pending while holding GPUs.
+// A 64-pod gang on 8-GPU nodes lands whole or not at all, declared either
+// way; the stock profile binds what fits and leaves the rest pending while
+// holding GPUs.
 func TestGang64WholeOrNothing(t *testing.T) {
-	e := newEnv(t, gpuNodes("n", 8, nil), "")
-	e.pod("blocker", ours, 8)
-	e.waitBound("blocker", 1)
+	for _, api := range gangAPIs {
+		t.Run(string(api), func(t *testing.T) {
+			e := newEnv(t, gpuNodes("n", 8, nil), "")
+			e.pod("blocker", ours, 8)
+			e.waitBound("blocker", 1)
 
-	e.gang("big", ours, 64, 1, 0)
-	note := e.waitReason("big-0", "gang default/big incomplete: 56/64 members")
-	t.Logf("ours with 56 GPUs free: %s", note)
-	if bound, _ := e.placement("big-"); len(bound) != 0 {
-		t.Fatalf("our profile bound %d of 64 members with only 56 GPUs free", len(bound))
-	}
+			e.gangAs(api, "big", ours, 64, 1)
+			note := e.waitGangReason(api, "big", "gang default/big incomplete: 56/64 members")
+			t.Logf("ours with 56 GPUs free: %s", note)
+			if bound, _ := e.placement("big-"); len(bound) != 0 {
+				t.Fatalf("our profile bound %d of 64 members with only 56 GPUs free", len(bound))
+			}
 
-	e.gang("stock", stock, 64, 1, 0)
-	e.waitBound("stock-", 56)
-	stockBound, stockPending := e.placement("stock-")
-	t.Logf("stock profile on the same workload: %d bound, %d pending (a partial gang holding 56 GPUs)", len(stockBound), stockPending)
-	if len(stockBound) != 56 || stockPending != 8 {
-		t.Fatalf("stock profile: %d bound, %d pending; want the partial 56/8", len(stockBound), stockPending)
-	}
-	e.deletePods("stock-")
-	e.deletePods("blocker")
+			if api == podgroup.APIPodGroup {
+				e.gang("stock", stock, 64, 1, 0)
+				e.waitBound("stock-", 56)
+				stockBound, stockPending := e.placement("stock-")
+				t.Logf("stock profile on the same workload: %d bound, %d pending (a partial gang holding 56 GPUs)", len(stockBound), stockPending)
+				if len(stockBound) != 56 || stockPending != 8 {
+					t.Fatalf("stock profile: %d bound, %d pending; want the partial 56/8", len(stockBound), stockPending)
+				}
+				e.deletePods("stock-")
+			}
+			e.deletePods("blocker")
 
-	bound := e.waitBound("big-", 64)
-	if n := len(nodesOf(bound)); n != 8 {
-		t.Fatalf("64 one-GPU members on %d nodes, want 8", n)
+			bound := e.waitBound("big-", 64)
+			if n := len(nodesOf(bound)); n != 8 {
+				t.Fatalf("64 one-GPU members on %d nodes, want 8", n)
+			}
+			if api == podgroup.APIPodGroup {
+				e.waitFor("PodGroup big status", func() bool {
+					pg, err := podgroup.Get(t.Context(), e.c.Dynamic, ns, "big")
+					return err == nil && pg.Status.Scheduled == 64 &&
+						(pg.Status.Phase == podgroup.PhaseScheduled || pg.Status.Phase == podgroup.PhaseRunning)
+				})
+			}
+		})
 	}
-	e.waitFor("PodGroup big status", func() bool {
-		pg, err := podgroup.Get(t.Context(), e.c.Dynamic, ns, "big")
-		return err == nil && pg.Status.Scheduled == 64 &&
-			(pg.Status.Phase == podgroup.PhaseScheduled || pg.Status.Phase == podgroup.PhaseRunning)
-	})
 }
 
-// Two gangs that cannot both fit: one runs, the other waits holding nothing,
-// then runs when the first finishes. The stock profile splits the GPUs
-// between them and neither completes.
+// Two gangs that cannot both fit, declared either way: one runs, the other
+// waits holding nothing, then runs when the first finishes. The stock
+// profile splits the GPUs between them and neither completes.
 func TestCompetingGangsDoNotDeadlock(t *testing.T) {
 	e := newEnv(t, gpuNodes("n", 2, nil), "")
-	e.gang("a", ours, 2, 8, 0)
-	e.gang("b", ours, 2, 8, 0)
-	winner, loser := e.oneGangWins("a", "b", 2)
-	e.waitReason(loser+"-0", "gang default/"+loser+" incomplete: 0/2 members")
-	if b, _ := e.placement(loser + "-"); len(b) != 0 {
-		t.Fatalf("waiting gang %s has %d members bound", loser, len(b))
+	for _, api := range gangAPIs {
+		a, b := string(api)+"-a", string(api)+"-b"
+		e.gangAs(api, a, ours, 2, 8)
+		e.gangAs(api, b, ours, 2, 8)
+		winner, loser := e.oneGangWins(a, b, 2)
+		e.waitGangReason(api, loser, "gang default/"+loser+" incomplete: 0/2 members")
+		if b, _ := e.placement(loser + "-"); len(b) != 0 {
+			t.Fatalf("%s: waiting gang %s has %d members bound", api, loser, len(b))
+		}
+		e.deletePods(winner + "-")
+		e.waitBound(loser+"-", 2)
+		e.deletePods(loser + "-")
 	}
-	e.deletePods(winner + "-")
-	e.waitBound(loser+"-", 2)
-	e.deletePods(loser + "-")
 
 	// The stock profile, same workload, members arriving interleaved.
 	for i := range 2 {

@@ -30,25 +30,29 @@ func rackNodes() []trace.Node {
 
 func TestGangLandsInOneNVLinkDomain(t *testing.T) {
 	e := newEnv(t, rackNodes(), "")
-	e.gang("train", ours, 4, 8, 0)
-	bound := e.waitBound("train-", 4)
-	want := []string{"h06", "h07", "h08", "h09"} // r2a
-	if got := nodesOf(bound); strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Fatalf("gang of 4x8 GPUs on %v, want NVLink domain r2a %v", got, want)
-	}
+	for _, api := range gangAPIs {
+		train, strict := string(api)+"-train", string(api)+"-strict"
+		e.gangAs(api, train, ours, 4, 8)
+		bound := e.waitBound(train+"-", 4)
+		want := []string{"h06", "h07", "h08", "h09"} // r2a
+		if got := nodesOf(bound); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("%s: gang of 4x8 GPUs on %v, want NVLink domain r2a %v", api, got, want)
+		}
 
-	// With r2a full, no NVLink domain holds four more: a required level keeps
-	// the gang pending with a topology reason instead of spanning domains.
-	e.gang("strict", ours, 4, 8, 0, annotated("schedloop.io/topology-required", trace.LabelNVLinkDomain))
-	note := e.waitReason("strict-0", "topology: gang needs 32 GPUs within one "+trace.LabelNVLinkDomain+"; largest free "+trace.LabelNVLinkDomain+" has 24")
-	t.Logf("required level: %s", note)
-	if b, _ := e.placement("strict-"); len(b) != 0 {
-		t.Fatalf("required-level gang bound %d members", len(b))
+		// With r2a full, no NVLink domain holds four more: a required level
+		// keeps the gang pending with a topology reason instead of spanning
+		// domains.
+		e.gangAs(api, strict, ours, 4, 8, annotated("schedloop.io/topology-required", trace.LabelNVLinkDomain))
+		note := e.waitGangReason(api, strict, "topology: gang needs 32 GPUs within one "+trace.LabelNVLinkDomain+"; largest free "+trace.LabelNVLinkDomain+" has 24")
+		t.Logf("%s, required level: %s", api, note)
+		if b, _ := e.placement(strict + "-"); len(b) != 0 {
+			t.Fatalf("%s: required-level gang bound %d members", api, len(b))
+		}
+		e.deletePods(strict + "-")
+		e.deletePods(train + "-")
 	}
 
 	// The stock profile on the same workload, for the record.
-	e.deletePods("strict-")
-	e.deletePods("train-")
 	e.gang("stock", stock, 4, 8, 0)
 	stockNodes := nodesOf(e.waitBound("stock-", 4))
 	t.Logf("stock profile placed the 4x8 gang on %v", stockNodes)

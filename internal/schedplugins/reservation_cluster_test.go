@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/schedplugins"
@@ -75,14 +76,14 @@ const reserveDoc = "apiVersion: schedloop.io/v1\nkind: SchedulingProfile\nname: 
 func TestLiveReservation(t *testing.T) {
 	set := schedplugins.NewSet()
 	e := newEnvWith(t, gpuNodes("n", 3, nil), "", set)
-	gpus := map[string]int{"holda": 8, "holdb": 8, "big": 16, "huge": 16, "long": 8, "short": 8}
-	runs := map[string]float64{"holda": 600, "holdb": 7200, "big": 3600, "huge": 3600, "long": 3600, "short": 60}
+	gpus := map[string]int{"holda": 8, "holdb": 8, "podgroup-big": 16, "workload-big": 16, "huge": 16, "long": 8, "short": 8}
+	runs := map[string]float64{"holda": 600, "holdb": 7200, "podgroup-big": 3600, "workload-big": 3600, "huge": 3600, "long": 3600, "short": 60}
 	e.publishRuns(set, "reserve", reserveDoc, gpus, runs)
 
 	// setup holds two of the three nodes with holda (ending first) and
 	// holdb, and has the gang big (two whole nodes) wait for a
 	// reservation: holda's node and the free one, from holda's end.
-	setup := func(t *testing.T, gang string) (reserved []string, free string) {
+	setup := func(t *testing.T, api podgroup.API, gang string) (reserved []string, free string) {
 		e.t = t
 		e.pod("holda", ours, 8)
 		e.waitBound("holda", 1)
@@ -95,7 +96,7 @@ func TestLiveReservation(t *testing.T) {
 		}
 		reserved = []string{bound["holda"], free}
 		slices.Sort(reserved)
-		e.gang(gang, ours, 2, 8, 0)
+		e.gangAs(api, gang, ours, 2, 8)
 		note := e.waitNamedEvent(gang+"-", reservation.ReasonReserved)
 		cur := set.Reservations.Current()
 		if cur == nil || cur.Job != ns+"/"+gang || !slices.Equal(cur.Nodes, reserved) {
@@ -111,33 +112,36 @@ func TestLiveReservation(t *testing.T) {
 		return reserved, free
 	}
 
-	t.Run("honoured, backfilled, released when its job starts", func(t *testing.T) {
-		reserved, free := setup(t, "big")
-		e.pod("long", ours, 8)
-		e.waitReason("long", "reserved for default/big")
-		e.pod("short", ours, 8)
-		if got := e.waitBound("short", 1)["short"]; got != free {
-			t.Errorf("short backfilled onto %s, want the free reserved node %s", got, free)
-		}
-		if b, _ := e.placement("long"); len(b) != 0 {
-			t.Errorf("long started on %v, a node reserved for big from before its predicted end", b)
-		}
-		e.deletePods("holda")
-		e.deletePods("short")
-		got := nodesOf(e.waitBound("big-", 2))
-		if !slices.Equal(got, reserved) {
-			t.Errorf("big started on %v, want its reservation %v", got, reserved)
-		}
-		// long, now the head that cannot start, may take the next one.
-		e.waitFor("big's reservation released once it started", func() bool {
-			cur := set.Reservations.Current()
-			return cur == nil || cur.Job != ns+"/big"
+	for _, api := range gangAPIs {
+		t.Run(string(api)+": honoured, backfilled, released when its job starts", func(t *testing.T) {
+			big := string(api) + "-big"
+			reserved, free := setup(t, api, big)
+			e.pod("long", ours, 8)
+			e.waitReason("long", "reserved for default/"+big)
+			e.pod("short", ours, 8)
+			if got := e.waitBound("short", 1)["short"]; got != free {
+				t.Errorf("short backfilled onto %s, want the free reserved node %s", got, free)
+			}
+			if b, _ := e.placement("long"); len(b) != 0 {
+				t.Errorf("long started on %v, a node reserved for %s from before its predicted end", b, big)
+			}
+			e.deletePods("holda")
+			e.deletePods("short")
+			got := nodesOf(e.waitBound(big+"-", 2))
+			if !slices.Equal(got, reserved) {
+				t.Errorf("%s started on %v, want its reservation %v", big, got, reserved)
+			}
+			// long, now the head that cannot start, may take the next one.
+			e.waitFor(big+"'s reservation released once it started", func() bool {
+				cur := set.Reservations.Current()
+				return cur == nil || cur.Job != ns+"/"+big
+			})
+			e.deletePods("")
 		})
-		e.deletePods("")
-	})
+	}
 
 	t.Run("released when its job is deleted", func(t *testing.T) {
-		_, free := setup(t, "huge")
+		_, free := setup(t, podgroup.APIPodGroup, "huge")
 		e.pod("long", ours, 8)
 		e.waitReason("long", "reserved for default/huge")
 		e.deletePods("huge-")

@@ -14,6 +14,7 @@ import (
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/harness/player"
 	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/schedplugins"
 	"github.com/schedloop/schedloop/internal/trace"
 )
@@ -30,7 +31,14 @@ func inWorkload(name string) podOpt {
 
 func (e *env) workloadGang(name, scheduler string, members int, gpus int64, opts ...podOpt) {
 	e.t.Helper()
+	e.workloadGangWith(nil, name, scheduler, members, gpus, opts...)
+}
+
+// workloadGangWith is workloadGang with labels on the Workload object.
+func (e *env) workloadGangWith(labels map[string]string, name, scheduler string, members int, gpus int64, opts ...podOpt) {
+	e.t.Helper()
 	w, pg := podgroup.NewWorkload(ns, name, int32(members))
+	w.Labels = labels
 	if err := podgroup.CreateWorkload(e.t.Context(), e.c.Client, w, pg); err != nil {
 		e.t.Fatal(err)
 	}
@@ -48,73 +56,29 @@ func (e *env) waitReasonOf(prefix, want string) string {
 	return e.waitEvent(prefix+"*", want, func(name string) bool { return strings.HasPrefix(name, prefix) })
 }
 
-// All or nothing: 64 one-GPU members with 56 GPUs free bind none, and all
-// 64 once the blocker leaves.
-func TestWorkloadGang64WholeOrNothing(t *testing.T) {
-	e := newEnv(t, gpuNodes("n", 8, nil), "")
-	e.pod("blocker", ours, 8)
-	e.waitBound("blocker", 1)
-
-	e.workloadGang("big", ours, 64, 1)
-	note := e.waitReasonOf("big-", "gang default/big incomplete: 56/64 members")
-	t.Logf("ours with 56 GPUs free: %s", note)
-	if bound, _ := e.placement("big-"); len(bound) != 0 {
-		t.Fatalf("our profile bound %d of 64 Workload API members with only 56 GPUs free", len(bound))
-	}
-	e.deletePods("blocker")
-	bound := e.waitBound("big-", 64)
-	if n := len(nodesOf(bound)); n != 8 {
-		t.Fatalf("64 one-GPU members on %d nodes, want 8", n)
-	}
-}
-
-// Reserved: two Workload API gangs that cannot both fit; one runs, the other
-// waits holding nothing, then runs when the first finishes.
-func TestWorkloadGangsCompeteWithoutDeadlock(t *testing.T) {
-	e := newEnv(t, gpuNodes("n", 2, nil), "")
-	e.workloadGang("a", ours, 2, 8)
-	e.workloadGang("b", ours, 2, 8)
-	winner, loser := e.oneGangWins("a", "b", 2)
-	e.waitReasonOf(loser+"-", "gang default/"+loser+" incomplete: 0/2 members")
-	if b, _ := e.placement(loser + "-"); len(b) != 0 {
-		t.Fatalf("waiting gang %s has %d members bound", loser, len(b))
-	}
-	e.deletePods(winner + "-")
-	e.waitBound(loser+"-", 2)
-}
-
-// One NVLink domain: a 4x8-GPU Workload API gang lands in r2a, the only
-// domain that holds it whole; with r2a full, a gang whose pods require one
-// NVLink domain waits with the topology reason.
-func TestWorkloadGangLandsInOneNVLinkDomain(t *testing.T) {
-	e := newEnv(t, rackNodes(), "")
-	e.workloadGang("train", ours, 4, 8)
-	bound := e.waitBound("train-", 4)
-	want := []string{"h06", "h07", "h08", "h09"} // r2a
-	if got := nodesOf(bound); strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Fatalf("Workload API gang of 4x8 GPUs on %v, want NVLink domain r2a %v", got, want)
-	}
-	e.workloadGang("strict", ours, 4, 8, annotated("schedloop.io/topology-required", trace.LabelNVLinkDomain))
-	note := e.waitReasonOf("strict-", "topology: gang needs 32 GPUs within one "+trace.LabelNVLinkDomain+"; largest free "+trace.LabelNVLinkDomain+" has 24")
-	t.Logf("required level: %s", note)
-	if b, _ := e.placement("strict-"); len(b) != 0 {
-		t.Fatalf("required-level gang bound %d members", len(b))
-	}
-}
-
-// Held at a queue limit: a queue of 16 GPUs runs one 2x8 Workload API gang
-// and holds the second whole, charged at its declared size.
-func TestWorkloadGangHeldAtQueueLimit(t *testing.T) {
+// Held at a queue limit, declared either way: a queue of 16 GPUs runs one
+// 2x8 gang and holds the second whole, charged at its declared size. The
+// second Workload API gang names its queue on its Workload only, which its
+// pods inherit (podspec.WithGroupMeta).
+func TestGangHeldAtQueueLimit(t *testing.T) {
 	e := newEnv(t, gpuNodes("n", 4, nil), teamA16Profile)
-	e.workloadGang("first", ours, 2, 8, inQueue("team-a"))
-	e.waitBound("first-", 2)
-	e.workloadGang("second", ours, 2, 8, inQueue("team-a"))
-	e.waitReasonOf("second-", "queue team-a at limit 16 GPUs")
-	if b, _ := e.placement("second-"); len(b) != 0 {
-		t.Fatalf("second gang of a full queue has %d members bound", len(b))
+	for _, api := range gangAPIs {
+		first, second := string(api)+"-first", string(api)+"-second"
+		e.gangAs(api, first, ours, 2, 8, inQueue("team-a"))
+		e.waitBound(first+"-", 2)
+		if api == podgroup.APIWorkload {
+			e.workloadGangWith(map[string]string{podspec.LabelQueue: "team-a"}, second, ours, 2, 8)
+		} else {
+			e.gangAs(api, second, ours, 2, 8, inQueue("team-a"))
+		}
+		e.waitGangReason(api, second, "queue team-a at limit 16 GPUs")
+		if b, _ := e.placement(second + "-"); len(b) != 0 {
+			t.Fatalf("%s: second gang of a full queue has %d members bound", api, len(b))
+		}
+		e.deletePods(first + "-")
+		e.waitBound(second+"-", 2)
+		e.deletePods(second + "-")
 	}
-	e.deletePods("first-")
-	e.waitBound("second-", 2)
 }
 
 // A pod that declares a gang both ways is refused, naming both.
@@ -138,7 +102,8 @@ func TestPodInBothGangAPIsIsRefused(t *testing.T) {
 }
 
 // The trace player declares each job through the Workload API
-// (-gang-api workload): a generated trace of lone pods and gangs replays
+// (-gang-api workload): a generated trace of lone pods and gangs, some of
+// them of a higher priority (which their PodGroup must carry too), replays
 // through schedloop's profile to the end, every member naming its group in
 // spec.schedulingGroup and none labelled for the PodGroup CRD.
 func TestReplayWithWorkloadAPIGangs(t *testing.T) {
@@ -160,7 +125,7 @@ func TestReplayWithWorkloadAPIGangs(t *testing.T) {
 		Seed: 5, Jobs: 30, MeanInterarrival: 10 * time.Second,
 		MinDuration: time.Minute, MaxDuration: 5 * time.Minute,
 		GangSizes: []int{1, 2, 4}, GPUsPerMember: []int{1, 4, 8},
-		Queues: []string{"research"},
+		Queues: []string{"research"}, Priorities: []int32{0, 1},
 	})
 	p, err := player.New(e.c.Client, e.c.Dynamic, jobs, player.Options{Clock: clock, SchedulerName: ours, Namespace: ns, GangAPI: podgroup.APIWorkload})
 	if err != nil {
