@@ -62,6 +62,9 @@ type Options struct {
 	// ResourceSlices serve them (harness.NodeOptions.DRA). Shares are asked
 	// for as before.
 	GPUClaims bool
+	// ClaimsFor, when set, picks the jobs that ask through claim templates
+	// (as GPUClaims does for all), so both kinds of request can be mixed.
+	ClaimsFor func(trace.Job) bool
 }
 
 // Player submits a trace's jobs and follows their pods.
@@ -263,7 +266,7 @@ func (p *Player) submitWorkload(ctx context.Context, name string, j trace.Job) e
 }
 
 func (p *Player) createPods(ctx context.Context, name string, j trace.Job) error {
-	if r := sim.RequestOf(j); p.opts.GPUClaims && r.GPUs > 0 && !r.Shared() {
+	if r := sim.RequestOf(j); p.viaClaims(j) && r.GPUs > 0 && !r.Shared() {
 		if err := p.ensureTemplate(ctx, r.GPUs); err != nil {
 			return fmt.Errorf("job %s: %w", j.Name, err)
 		}
@@ -361,7 +364,7 @@ func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 			}},
 		},
 	}
-	if r := sim.RequestOf(j); p.opts.GPUClaims && r.GPUs > 0 && !r.Shared() {
+	if r := sim.RequestOf(j); p.viaClaims(j) && r.GPUs > 0 && !r.Shared() {
 		delete(requests, podspec.ResourceGPU)
 		delete(res, podspec.ResourceGPU)
 		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To(ClaimTemplateName(r.GPUs))}}
@@ -528,6 +531,24 @@ func (p *Player) Report() Report {
 		}
 	}
 	return rep
+}
+
+func (p *Player) viaClaims(j trace.Job) bool {
+	return p.opts.GPUClaims || p.opts.ClaimsFor != nil && p.opts.ClaimsFor(j)
+}
+
+// EnsureClaimTemplates creates the claim template of every GPU count the
+// jobs asking through claims need, for drivers that create pods themselves
+// (Pod).
+func (p *Player) EnsureClaimTemplates(ctx context.Context) error {
+	for _, j := range p.jobs {
+		if r := sim.RequestOf(j); p.viaClaims(j) && r.GPUs > 0 && !r.Shared() {
+			if err := p.ensureTemplate(ctx, r.GPUs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // ClaimTemplateName is the ResourceClaimTemplate through which a member

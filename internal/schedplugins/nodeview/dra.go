@@ -2,6 +2,7 @@ package nodeview
 
 import (
 	"fmt"
+	"sync"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/client-go/informers"
@@ -20,6 +21,11 @@ type DRA struct {
 	claims    resourcelisters.ResourceClaimLister
 	templates resourcelisters.ResourceClaimTemplateLister
 	slices    cache.Indexer
+
+	mu sync.Mutex
+	// version counts the changes to each node's slices, so a view built
+	// before a slice came or went is rebuilt (Cache).
+	version map[string]int64
 }
 
 const sliceNodeIndex = "schedloop.io/node"
@@ -39,7 +45,33 @@ func NewDRA(f informers.SharedInformerFactory) (*DRA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index ResourceSlices by node: %w", err)
 	}
-	return &DRA{claims: r.ResourceClaims().Lister(), templates: r.ResourceClaimTemplates().Lister(), slices: slices.GetIndexer()}, nil
+	d := &DRA{claims: r.ResourceClaims().Lister(), templates: r.ResourceClaimTemplates().Lister(), slices: slices.GetIndexer(), version: map[string]int64{}}
+	bump := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if s, ok := obj.(*resourcev1.ResourceSlice); ok && s.Spec.NodeName != nil {
+			d.mu.Lock()
+			d.version[*s.Spec.NodeName]++
+			d.mu.Unlock()
+		}
+	}
+	if _, err := slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: bump, UpdateFunc: func(_, obj any) { bump(obj) }, DeleteFunc: bump,
+	}); err != nil {
+		return nil, fmt.Errorf("watch ResourceSlices: %w", err)
+	}
+	return d, nil
+}
+
+// Version counts the changes seen to node's ResourceSlices; 0 for a nil DRA.
+func (d *DRA) Version(node string) int64 {
+	if d == nil {
+		return 0
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.version[node]
 }
 
 // ClaimSpec implements podspec.ClaimSpecs.

@@ -168,14 +168,13 @@ type Cache struct {
 }
 
 type cachedNode struct {
-	generation int64
-	node       *scoring.Node
+	generation, slices int64
+	node               *scoring.Node
 }
 
 // NewCache returns an empty cache building views with the given topology
-// levels and DRA reader (see Node). A node's GPUs published in
-// ResourceSlices are read when its view is built: a slice published later
-// is seen at the node's next change (a pod placed, started or ended on it).
+// levels and DRA reader (see Node). A view is rebuilt when its node's
+// NodeInfo or its ResourceSlices change.
 func NewCache(levels []string, d *DRA) *Cache {
 	return &Cache{levels: levels, dra: d, byName: map[string]cachedNode{}}
 }
@@ -183,15 +182,16 @@ func NewCache(levels []string, d *DRA) *Cache {
 // Node is Node(ni, levels), from the cache when ni has not changed.
 func (c *Cache) Node(ni fwk.NodeInfo) *scoring.Node {
 	name, gen := ni.Node().Name, ni.GetGeneration()
+	slices := c.dra.Version(name)
 	c.mu.Lock()
 	e, ok := c.byName[name]
 	c.mu.Unlock()
-	if ok && e.generation == gen {
+	if ok && e.generation == gen && e.slices == slices {
 		return e.node
 	}
 	n := Node(ni, c.levels, c.dra)
 	c.mu.Lock()
-	c.byName[name] = cachedNode{generation: gen, node: n}
+	c.byName[name] = cachedNode{generation: gen, slices: slices, node: n}
 	c.mu.Unlock()
 	return n
 }

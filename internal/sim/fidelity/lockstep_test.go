@@ -280,15 +280,18 @@ func newDriver(t testing.TB, sc scenario) *driver {
 	ctx, cancel := context.WithCancel(t.Context())
 	// Pods run until the driver deletes them: no run time annotation, so
 	// the harness's clock plays no part.
-	if _, err := c.AddNodes(ctx, sc.inv.Nodes, harness.NodeOptions{NoExporters: true, Heartbeat: time.Minute, Workers: 8}); err != nil {
+	if _, err := c.AddNodes(ctx, sc.inv.Nodes, harness.NodeOptions{NoExporters: true, Heartbeat: time.Minute, Workers: 8, DRA: sc.dra != nil}); err != nil {
 		t.Fatal(err)
 	}
 	clock, err := harness.NewClock(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := player.New(c.Client, c.Dynamic, sc.jobs, player.Options{Clock: clock, SchedulerName: ours, Namespace: namespace})
+	pl, err := player.New(c.Client, c.Dynamic, sc.jobs, player.Options{Clock: clock, SchedulerName: ours, Namespace: namespace, ClaimsFor: sc.dra})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.EnsureClaimTemplates(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := pl.EnsurePriorityClasses(ctx); err != nil {

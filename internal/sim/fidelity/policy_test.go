@@ -9,6 +9,7 @@ import (
 	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/sim"
+	"github.com/schedloop/schedloop/internal/trace"
 )
 
 // The queue order policies, played through both sides. A policy reads
@@ -103,5 +104,24 @@ func TestDifferentialReservation(t *testing.T) {
 	sc := generate(*diffSeed, jobs, sharedRulesMix)
 	sc.profile += "reservation: {enabled: true}\n"
 	sc.table = serviceTable()
+	requireAgreement(t, sc)
+}
+
+// TestDifferentialDRA plays the shared-rules workload on nodes that offer
+// their GPUs only through DRA, every other job asking through a claim
+// template and the rest as nvidia.com/gpu served by DRA, and requires the
+// agreement TestDifferential requires: schedloop's rules count GPUs handed
+// out through claims as the simulator counts GPUs.
+func TestDifferentialDRA(t *testing.T) {
+	jobs := 60
+	if *diffJobs > 0 {
+		jobs = *diffJobs
+	}
+	sc := generate(*diffSeed, jobs, sharedRulesMix)
+	picked := map[string]bool{}
+	for i, j := range sc.jobs {
+		picked[j.Name] = i%2 == 0
+	}
+	sc.dra = func(j trace.Job) bool { return picked[j.Name] }
 	requireAgreement(t, sc)
 }

@@ -20,6 +20,11 @@ type scenario struct {
 	// table is the predictor table published with the profile and
 	// predicted from in the replay; "" for none.
 	table string
+	// dra publishes the nodes' GPUs through DRA on the live side, and the
+	// jobs it picks ask for them through claim templates (the others as
+	// nvidia.com/gpu, served by DRA). The simulator replays them all
+	// alike: a GPU is a GPU however it is asked for.
+	dra func(trace.Job) bool
 }
 
 // Models of the two node kinds: 8-GPU H100 hosts and 4-GPU A100 hosts.
