@@ -21,6 +21,10 @@ type ErrorModel struct {
 	// shift is the standard error of the mean log ratio: how far the
 	// whole measured distribution may be off, for every job at once.
 	shift float64
+	// recent is how far the last finished jobs' mean log ratio is from
+	// all jobs': errors persist (a team's batch, a slow dataset), so the
+	// next jobs are drawn around the recent error, not the long-run one.
+	recent float64
 }
 
 // Observation is one job the error is measured on: its predicted run time
@@ -67,13 +71,37 @@ func NewErrorModel(obs []Observation) ErrorModel {
 		return DefaultErrors()
 	}
 	mean := sum / float64(finished)
+	variance := math.Max(sumSq/float64(finished)-mean*mean, 0)
+	spread := blockSpread(logs)
+	// How much of the spread between blocks is persistence rather than the
+	// noise of averaging errorBlock independent errors: the recent offset
+	// is shrunk by it (empirical Bayes), so a cluster whose errors do not
+	// persist draws around its long-run error.
+	persistence := 0.0
+	if spread > 0 {
+		persistence = math.Max(0, 1-variance/errorBlock/(spread*spread))
+	}
 	return ErrorModel{ratio: kaplanMeier(ratios), runTime: kaplanMeier(runTimes),
-		shift: math.Max(math.Sqrt(math.Max(sumSq/float64(finished)-mean*mean, 0)/float64(finished)), blockSpread(logs))}
+		shift:  math.Max(math.Sqrt(variance/float64(finished)), spread),
+		recent: persistence * recentOffset(logs, mean)}
 }
 
 // errorBlock is how many consecutive finished jobs one block of
 // blockSpread holds: about a team's batch of similar jobs.
 const errorBlock = 32
+
+// recentOffset is the mean log ratio of the last errorBlock finished jobs
+// less mean; zero with fewer than two blocks of history.
+func recentOffset(logs []float64, mean float64) float64 {
+	if len(logs) < 2*errorBlock {
+		return 0
+	}
+	m := 0.0
+	for _, l := range logs[len(logs)-errorBlock:] {
+		m += l
+	}
+	return m/errorBlock - mean
+}
 
 // blockSpread is the standard deviation of the mean log ratio between
 // blocks of consecutive finished jobs: jobs finishing together share much
@@ -135,9 +163,9 @@ func (m ErrorModel) CDF(x float64) float64 { return m.ratio.cdf(x) }
 // backtest's intervals far too narrow).
 func (m ErrorModel) sharedFactor(u float64) float64 {
 	if m.shift == 0 {
-		return 1
+		return math.Exp(m.recent)
 	}
-	return math.Exp(m.shift * normalQuantile(u))
+	return math.Exp(m.recent + m.shift*normalQuantile(u))
 }
 
 type observed struct {

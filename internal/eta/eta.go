@@ -243,7 +243,7 @@ func draws(jobs, runs int, seed uint64) []float64 {
 func sampleRunTime(j *Job, errs ErrorModel, factor, u float64) time.Duration {
 	predicted := float64(cmp.Or(j.Predicted, DefaultRunTime)) * factor
 	if !j.Running() {
-		return time.Duration(math.Max(predicted*errs.Quantile(u), float64(time.Second)))
+		return bounded(predicted * errs.Quantile(u))
 	}
 	elapsed := float64(j.Elapsed)
 	var total float64
@@ -252,7 +252,18 @@ func sampleRunTime(j *Job, errs ErrorModel, factor, u float64) time.Duration {
 	} else {
 		total = predicted * errs.ratio.conditional(elapsed/predicted, u)
 	}
-	return time.Duration(math.Max(total-elapsed, float64(time.Second)))
+	return bounded(total - elapsed)
+}
+
+// MaxRunTime bounds a drawn run time: a draw far in the heavy tail (or a
+// float past what a Duration holds, which converts to a negative one)
+// means "longer than any estimate can see", and a decade says that.
+const MaxRunTime = 10 * 365 * 24 * time.Hour
+
+// bounded is a drawn run time in nanoseconds, at least a second and at
+// most MaxRunTime.
+func bounded(ns float64) time.Duration {
+	return time.Duration(math.Min(math.Max(ns, float64(time.Second)), float64(MaxRunTime)))
 }
 
 // summarise reads job i's starts over the runs.

@@ -209,3 +209,26 @@ func TestErrorModelCountsRunningJobs(t *testing.T) {
 		}
 	}
 }
+
+// A draw deep in the tail of a running job's rest (past every measured
+// ratio, so the 1/ratio tail answers) stays a long, positive run time:
+// converted unbounded it overflowed into a negative one, and the replay
+// refused the snapshot.
+func TestDrawsStayBounded(t *testing.T) {
+	var obs []Observation
+	for i := 0; i < 40; i++ {
+		obs = append(obs, Observation{Predicted: time.Minute, Ran: time.Minute, Finished: true})
+	}
+	obs = append(obs, Observation{Predicted: time.Minute, Ran: 1000 * time.Hour})
+	m := NewErrorModel(obs)
+	j := runningJob("r", 1, time.Minute, 1000*time.Hour, "a")
+	for _, u := range []float64{0, 0.5, 0.999999, 1 - 1e-15} {
+		if d := sampleRunTime(&j, m, 1, u); d < time.Second || d > MaxRunTime {
+			t.Errorf("draw at %v: %v, want within 1s..%v", u, d, MaxRunTime)
+		}
+	}
+	p := pendingJob("p", 1, 1, time.Duration(math.MaxInt64/2), 0)
+	if d := sampleRunTime(&p, m, 1e9, 0.999); d < time.Second || d > MaxRunTime {
+		t.Errorf("pending draw: %v", d)
+	}
+}
