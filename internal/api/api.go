@@ -142,6 +142,7 @@ func Register(r *gin.Engine, st *store.Store, opts Options) {
 		"/reservations":  h.reservations,
 		"/eta":           h.eta,
 		"/eta/jobs/:uid": h.etaJob,
+		"/queues":        h.queues,
 	} {
 		g.GET(path, fn)
 		g.HEAD(path, fn)

@@ -1,0 +1,100 @@
+package api_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/api"
+	"github.com/schedloop/schedloop/internal/store/storetest"
+)
+
+type queuesAnswer struct {
+	Profile, Order string
+	QuotaNote      string `json:"quota_note"`
+	Queues         []struct {
+		Name, Kind        string
+		PendingGPUs       float64  `json:"pending_gpus"`
+		UsedGPUs          *float64 `json:"used_gpus"`
+		AdmittedWorkloads *int     `json:"admitted_workloads"`
+		Pending           []struct {
+			Position       int
+			Name, Wait     string
+			GPUs           float64
+			WaitingSeconds float64 `json:"waiting_seconds"`
+		}
+	}
+}
+
+// Within a ClusterQueue the higher priority waits ahead of the earlier
+// arrival; an admitted Workload's GPUs are its queue's use; a job outside
+// Kueue waits in its label's queue, for capacity.
+func TestQueues(t *testing.T) {
+	st := storetest.New(t)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	m := time.Minute
+	job := func(name string, ago time.Duration, prio int32, gpus int) schedloop.Job {
+		return schedloop.Job{UID: name, Namespace: "ml", Name: name, Kind: schedloop.JobKindPod, Queue: "batch", MinMember: 1,
+			Priority: prio, GPUsPerMember: gpus, Created: now.Add(-ago), Phase: schedloop.PhasePending}
+	}
+	run := job("run", 30*m, 0, 4)
+	run.Admitted, run.Phase = now.Add(-29*m), schedloop.PhaseRunning
+	jobs := []schedloop.Job{run, job("old", 20*m, 0, 2), job("urgent", 10*m, 100, 8), job("reserved", 5*m, 0, 1), job("plain", 15*m, 0, 3)}
+	if err := st.UpsertJobs(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	qr := func(ago time.Duration, status string) []schedloop.KueueCondition {
+		return []schedloop.KueueCondition{{Type: "QuotaReserved", Status: status, Reason: "r", At: now.Add(-ago), Category: schedloop.WaitQuota}}
+	}
+	var ws []schedloop.KueueWorkload
+	for _, w := range []struct {
+		name, cq string
+		conds    []schedloop.KueueCondition
+	}{{"run", "cq", qr(29*m, "True")}, {"old", "", qr(20*m, "False")}, {"urgent", "", nil}, {"reserved", "cq", qr(m, "True")}} {
+		ws = append(ws, schedloop.KueueWorkload{UID: "w-" + w.name, Namespace: "ml", Name: w.name, LocalQueue: "lq", ClusterQueue: w.cq,
+			CreatedAt: now.Add(-30 * m), Conditions: w.conds})
+	}
+	if err := st.UpsertKueueWorkloads(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	h := api.NewRouter(st, api.Options{Now: func() time.Time { return now }})
+	var a queuesAnswer
+	if code := get(t, h, "/api/v1/queues", nil, &a); code != 200 {
+		t.Fatalf("queues: %d", code)
+	}
+	if a.Profile != "default" || a.Order != "arrival" || a.QuotaNote == "" {
+		t.Errorf("profile %q order %q note %q: want default, arrival and a note on nominal quota", a.Profile, a.Order, a.QuotaNote)
+	}
+	type row struct {
+		Queue, Kind, Job, Wait string
+		Position               int
+		GPUs, Waited           float64
+	}
+	var got []row
+	for _, q := range a.Queues {
+		for _, p := range q.Pending {
+			got = append(got, row{q.Name, q.Kind, p.Name, p.Wait, p.Position, p.GPUs, p.WaitingSeconds})
+		}
+	}
+	want := []row{
+		{"batch", "label", "plain", "capacity", 1, 3, 900},
+		{"cq", "cluster-queue", "urgent", "quota", 1, 8, 600},
+		{"cq", "cluster-queue", "old", "quota", 2, 2, 1200},
+		{"cq", "cluster-queue", "reserved", "capacity", 3, 1, 300},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("pending (-want +got):\n%s", d)
+	}
+	if len(a.Queues) != 2 {
+		t.Fatalf("%d queues, want batch and cq", len(a.Queues))
+	}
+	if q := a.Queues[0]; q.UsedGPUs != nil {
+		t.Errorf("label queue %s has used_gpus %v: only ClusterQueues' use is known", q.Name, *q.UsedGPUs)
+	}
+	// reserved holds quota (1 GPU) though its pod is not bound yet.
+	if q := a.Queues[1]; q.UsedGPUs == nil || *q.UsedGPUs != 5 || *q.AdmittedWorkloads != 2 || q.PendingGPUs != 11 {
+		t.Errorf("cq: used %v admitted %v pending %v; want 5 GPUs of 2 workloads, 11 pending", q.UsedGPUs, q.AdmittedWorkloads, q.PendingGPUs)
+	}
+}
