@@ -31,6 +31,7 @@ export const REASON_COLORS = {
   insufficient_other: '#ad1457',
   gang_incomplete: '#6a1b9a',
   queue_limit: '#1565c0',
+  quota: '#283593',
   topology: '#00838f',
   taint_affinity: '#558b2f',
   preemption: '#ef6c00',

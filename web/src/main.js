@@ -1,4 +1,4 @@
-// The dashboard: five pages behind a hash router (#/idle, #/why, #/eta, #/profiles, #/gpus),
+// The dashboard: six pages behind a hash router (#/idle, #/why, #/eta, #/queues, #/profiles, #/gpus),
 // each a function that fetches from /api/v1 and renders into <main>.
 import './style.css'
 import { get, post } from './api.js'
@@ -53,7 +53,7 @@ function renderRoute() {
   document.querySelectorAll('nav a').forEach((a) => a.classList.toggle('active', a.dataset.page === page))
   clear()
   const params = new URLSearchParams(qs || '')
-  const render = { idle: idlePage, why: whyPage, eta: etaPage, profiles: profilesPage, gpus: gpusPage }[page] || idlePage
+  const render = { idle: idlePage, why: whyPage, eta: etaPage, queues: queuesPage, profiles: profilesPage, gpus: gpusPage }[page] || idlePage
   main.dataset.page = page
   main.dataset.ready = 'false'
   return render(params).then(
@@ -63,6 +63,43 @@ function renderRoute() {
       main.dataset.ready = 'true'
     },
   )
+}
+
+// ---------------------------------------------------------------- queues page
+
+// A job's wait is coloured as the why page colours it: waiting for Kueue's
+// quota, or for capacity (GPUs) once its quota is reserved or outside Kueue.
+const WAIT_COLORS = { quota: REASON_COLORS.quota, capacity: REASON_COLORS.insufficient_gpu }
+const QUEUE_KINDS = { 'cluster-queue': 'ClusterQueue', 'local-queue': 'LocalQueue (ClusterQueue not known)', label: 'queue label' }
+
+function queueCard(q) {
+  const use = q.used_gpus !== undefined
+    ? ` · <span data-testid="queue-used" data-gpus="${q.used_gpus}">${fmtNum(q.used_gpus)} GPUs held by ${q.admitted_workloads} admitted workload${q.admitted_workloads === 1 ? '' : 's'}</span> · borrowed: <span data-testid="queue-borrowed">unknown</span>`
+    : ''
+  const rows = q.pending.map((j) => `<tr data-uid="${esc(j.uid)}" data-wait="${esc(j.wait)}">
+      <td class="num" data-testid="queue-position">${j.position}</td>
+      <td><a href="#/why?kind=job&q=${encodeURIComponent(j.uid)}">${esc(j.namespace)}/${esc(j.name)}</a></td>
+      <td class="num">${j.priority}</td>
+      <td class="num">${fmtNum(j.gpus)}${j.members > 1 ? ` <small>(${j.members} members)</small>` : ''}</td>
+      <td title="${esc(ts(j.created))}">${dur(j.waiting_seconds)}</td>
+      <td><span class="badge" data-testid="queue-wait" style="background:${WAIT_COLORS[j.wait] || '#555'};color:#fff">${esc(j.wait)}</span></td></tr>`).join('')
+  return `<section class="card" data-testid="queue" data-queue="${esc(q.name)}" data-kind="${esc(q.kind)}">
+    <h2>${esc(q.name)} <small>${esc(QUEUE_KINDS[q.kind] || q.kind)}</small></h2>
+    <p class="note">${q.pending.length} waiting, ${fmtNum(q.pending_gpus)} GPUs asked${use}</p>
+    ${q.pending.length ? `<table><thead><tr><th class="num">#</th><th>job</th><th class="num">priority</th><th class="num">GPUs</th>
+      <th>waiting</th><th>waits for</th></tr></thead><tbody>${rows}</tbody></table>` : ''}</section>`
+}
+
+async function queuesPage() {
+  const a = await get('/queues')
+  const f = filters()
+  const queues = a.queues.filter((q) => !f.queue || q.name === f.queue)
+  main.innerHTML = `<h1>Queues</h1>
+    <p class="note" data-testid="queues-summary">as of ${ts(a.at)}, in the order profile <b>${esc(a.profile)}</b> tries them
+      (${esc(a.order)}${a.starvation_bound_seconds ? `, starvation bound ${dur(a.starvation_bound_seconds)}` : ''}).
+      ${Object.entries(WAIT_COLORS).map(([k, c]) => `<span class="badge" style="background:${c};color:#fff">${k}</span>`).join(' ')}
+      ${a.order_note ? `<br>${esc(a.order_note)}` : ''}<br><span data-testid="quota-note">${esc(a.quota_note)}</span></p>
+    ${queues.map(queueCard).join('') || '<p>no queue has waiting jobs or admitted workloads</p>'}`
 }
 
 // ---------------------------------------------------------------- GPUs page

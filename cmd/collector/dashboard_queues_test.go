@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/store/storetest"
+)
+
+// TestDashboardQueuesInBrowser: the Queues page lists the waiting job in
+// the ClusterQueue its LocalQueue admits to, first, coloured as waiting for
+// quota, with the GPUs the queue's admitted workload holds.
+func TestDashboardQueuesInBrowser(t *testing.T) {
+	url := storetest.URL(t)
+	seedETA(t, url)
+	st := storetest.Open(t, url)
+	now := time.Now()
+	if err := st.UpsertKueueWorkloads(context.Background(), []schedloop.KueueWorkload{
+		{UID: "w-run", Namespace: "ml", Name: "run", LocalQueue: "lq", ClusterQueue: "cq", CreatedAt: now.Add(-20 * time.Minute),
+			Conditions: []schedloop.KueueCondition{{Type: "QuotaReserved", Status: "True", Reason: "QuotaReserved", At: now.Add(-20 * time.Minute)}}},
+		{UID: "w-wait", Namespace: "ml", Name: "wait", LocalQueue: "lq", CreatedAt: now.Add(-time.Minute)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d := serveInBrowser(t, url)
+	if err := chromedp.Do(d.browser, chromedp.Navigate(d.base+"/#/queues"), d.ready("queues")); err != nil {
+		t.Fatalf("queues page: %v", err)
+	}
+	d.noError()
+	q := `[data-testid=queue][data-queue=cq][data-kind=cluster-queue] `
+	if got := d.text(q + `tr[data-uid=wait][data-wait=quota] [data-testid=queue-position]`); got != "1" {
+		t.Errorf("ml/wait at position %q, want 1", got)
+	}
+	if got := d.attr(q+`[data-testid=queue-used]`, "data-gpus"); got != "8" {
+		t.Errorf("cq uses %q GPUs, want ml/run's 8", got)
+	}
+	if got := d.text(q + `[data-testid=queue-borrowed]`); got != "unknown" {
+		t.Errorf("borrowed shows %q, want unknown: nominal quota is not stored", got)
+	}
+	if got := d.attr(q+`tr[data-uid=wait] [data-testid=queue-wait]`, "style"); got == "" {
+		t.Error("the wait badge has no colour")
+	}
+	d.shot("queues.png")
+}
