@@ -114,10 +114,7 @@ func (h *handler) queues(c *gin.Context) {
 	for i, n := range names {
 		out[i] = byName[n]
 	}
-	order := string(params.Order)
-	if order == "" {
-		order = string(scoring.OrderArrival)
-	}
+	order := string(params.EffectiveOrder())
 	answer := gin.H{"at": now, "profile": name, "order": order, "starvation_bound_seconds": params.StarvationBound.Seconds(),
 		"quota_note": quotaNote, "queues": out}
 	if order != string(scoring.OrderArrival) {

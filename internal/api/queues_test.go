@@ -13,7 +13,9 @@ import (
 
 type queuesAnswer struct {
 	Profile, Order string
-	QuotaNote      string `json:"quota_note"`
+	QuotaNote      string  `json:"quota_note"`
+	OrderNote      string  `json:"order_note"`
+	Starvation     float64 `json:"starvation_bound_seconds"`
 	Queues         []struct {
 		Name, Kind        string
 		PendingGPUs       float64  `json:"pending_gpus"`
@@ -96,5 +98,25 @@ func TestQueues(t *testing.T) {
 	// reserved holds quota (1 GPU) though its pod is not bound yet.
 	if q := a.Queues[1]; q.UsedGPUs == nil || *q.UsedGPUs != 5 || *q.AdmittedWorkloads != 2 || q.PendingGPUs != 11 {
 		t.Errorf("cq: used %v admitted %v pending %v; want 5 GPUs of 2 workloads, 11 pending", q.UsedGPUs, q.AdmittedWorkloads, q.PendingGPUs)
+	}
+
+	// Under an applied shortest-service profile the answer names it, and
+	// says the service key is not part of the positions.
+	id, err := st.InsertProfile(ctx, schedloop.Profile{Name: "sjf", Weights: map[string]float64{"bestfit": 1}, Order: "shortest-service", StarvationBoundSeconds: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ApplyProfile(ctx, id, now); err != nil {
+		t.Fatal(err)
+	}
+	var b queuesAnswer
+	if code := get(t, h, "/api/v1/queues", nil, &b); code != 200 {
+		t.Fatalf("queues under sjf: %d", code)
+	}
+	if b.Profile != "sjf" || b.Order != "shortest-service" || b.Starvation != 600 || b.OrderNote == "" {
+		t.Errorf("under sjf: profile %q order %q starvation %v note %q; want sjf, shortest-service, 600 and a note", b.Profile, b.Order, b.Starvation, b.OrderNote)
+	}
+	if a.OrderNote != "" {
+		t.Errorf("under arrival the answer has order_note %q, want none", a.OrderNote)
 	}
 }
