@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/dcgm"
 	"github.com/schedloop/schedloop/internal/etaserve"
 	"github.com/schedloop/schedloop/internal/events"
@@ -132,7 +134,7 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 			Every: cfg.ETAEvery, Gauge: NewPendingByWaitGauge(), Logger: log}
 		collectors = append(collectors, p.Estimator.Gauge)
 	}
-	sources := cfg.Sources
+	sources := slices.Clone(cfg.Sources)
 	if sc := cfg.Scraper; sc != nil {
 		if sc.Inventory == nil {
 			sc.Inventory = p.Inventory.Observe
@@ -184,13 +186,27 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	if every <= 0 {
 		every = DefaultScrapeEvery
 	}
+	add := ing.Add
+	if p.Watcher != nil {
+		// GPUs handed out through DRA are not in the exporters' or the
+		// host engine's device-plugin view: their samples come without a
+		// pod, which the watcher knows from the pods' claims.
+		w := p.Watcher
+		add = func(samples []schedloop.GPUSample) {
+			owners, _ := w.GPUOwners(ctx)
+			ing.Add(dcgm.Attribute(samples, owners, nil))
+		}
+		for i, src := range sources {
+			sources[i] = &dcgm.AttributedSource{Source: src, Owners: w}
+		}
+	}
 	telemetry := func(ctx context.Context) {
 		var scrapers sync.WaitGroup
 		if sc := cfg.Scraper; sc != nil {
 			// Each exporter on its own clock, its page handed to the
 			// ingester as soon as it is parsed; the ingester's flush
 			// interval batches them.
-			scrapers.Go(func() { _ = sc.Run(ctx, every, ing.Add) })
+			scrapers.Go(func() { _ = sc.Run(ctx, every, add) })
 		}
 		for _, src := range sources {
 			scrapers.Go(func() { _ = Scrape(ctx, src, every, ing, log) })

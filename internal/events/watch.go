@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/dra"
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/podspec"
 )
@@ -58,7 +60,8 @@ type WatchOptions struct {
 	Logger  *slog.Logger
 }
 
-// Watcher follows Pods, Events, Nodes and PodGroups with shared informers and
+// Watcher follows Pods, Events, Nodes, PodGroups and DRA ResourceSlices and
+// ResourceClaims with shared informers and
 // writes pods, jobs, attempts, events and nodes to the store in batches.
 type Watcher struct {
 	opts  WatchOptions
@@ -88,6 +91,9 @@ type Watcher struct {
 	// its write is retried.
 	attempts map[string]schedloop.SchedulingAttempt
 	kueue    map[string]schedloop.KueueWorkload // dirty Kueue Workloads by UID
+	dra      draState
+	// knownNodes are the nodes listed, whose GPUs may be stored.
+	knownNodes map[string]bool
 }
 
 // NewWatcher validates opts.
@@ -115,9 +121,10 @@ func NewWatcher(opts WatchOptions) (*Watcher, error) {
 		evSeen: map[string]time.Time{}, nodes: map[string]*corev1.Node{}, groups: map[string]group{},
 		dirtyG: map[string]group{}, byGang: map[string]map[string]string{}, podsBy: map[string]*corev1.Pod{},
 		workloads: map[string]metav1.ObjectMeta{},
-		attempts:  map[string]schedloop.SchedulingAttempt{}, kueue: map[string]schedloop.KueueWorkload{}}
+		attempts:  map[string]schedloop.SchedulingAttempt{}, kueue: map[string]schedloop.KueueWorkload{},
+		dra: newDRAState(), knownNodes: map[string]bool{}}
 	w.processed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
-		Name: "objects_processed_total", Help: "Informer notifications handled, by kind (Pod, Event, Node, PodGroup, Workload, KueueWorkload)."}, []string{"kind"})
+		Name: "objects_processed_total", Help: "Informer notifications handled, by kind (Pod, Event, Node, PodGroup, Workload, KueueWorkload, ResourceSlice, ResourceClaim)."}, []string{"kind"})
 	w.writeErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
 		Name: "write_errors_total", Help: "Failed writes of cluster history to Postgres; the changes are kept and retried."})
 	w.synced = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "schedloop", Subsystem: "events",
@@ -185,6 +192,16 @@ func (w *Watcher) Run(ctx context.Context) error {
 		{factory.Core().V1().Pods().Informer(), "Pod"},
 		{factory.Core().V1().Events().Informer(), "Event"},
 		{factory.Core().V1().Nodes().Informer(), "Node"},
+	}
+	if w.draServed() {
+		handlers = append(handlers, struct {
+			inf  cache.SharedIndexInformer
+			kind string
+		}{factory.Resource().V1().ResourceSlices().Informer(), "ResourceSlice"}, struct {
+			inf  cache.SharedIndexInformer
+			kind string
+		}{factory.Resource().V1().ResourceClaims().Informer(), "ResourceClaim"})
+		w.log.Info("watching DRA ResourceSlices and ResourceClaims")
 	}
 	var dynFactory dynamicinformer.DynamicSharedInformerFactory
 	if w.opts.Dynamic != nil {
@@ -319,7 +336,15 @@ func (w *Watcher) handle(kind string, obj any, deleted bool) {
 	case *corev1.Node:
 		if !deleted {
 			w.nodes[o.Name] = o
+			if !w.knownNodes[o.Name] {
+				w.knownNodes[o.Name] = true
+				w.dra.inventoryDirty = true
+			}
 		}
+	case *resourcev1.ResourceSlice:
+		w.sliceChanged(o, deleted)
+	case *resourcev1.ResourceClaim:
+		w.claimChanged(o, deleted)
 	case *unstructured.Unstructured:
 		if kind == kindWorkload {
 			w.workloadChanged(o, deleted)
@@ -421,6 +446,10 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	w.pods, w.events, w.nodes, w.dirtyG = map[string]*corev1.Pod{}, map[string]*corev1.Event{}, map[string]*corev1.Node{}, map[string]group{}
 	var podRows []schedloop.Pod
 	jobs := map[string]schedloop.Job{}
+	var inv *dra.Inventory
+	if len(w.dra.slices) > 0 {
+		inv = w.inventory()
+	}
 	derive := map[string]bool{}
 	for _, g := range groups {
 		jobs[g.uid] = w.resolved(g).job(0, 0)
@@ -448,6 +477,9 @@ func (w *Watcher) Flush(ctx context.Context) error {
 			}
 		}
 		p := w.clock.toPod(pod, seen, jobUID)
+		if inv != nil {
+			p.GPUUUIDs = w.gpuUUIDs(pod, inv)
+		}
 		if jobUID == uid {
 			jobs[uid] = loneJob(p)
 		}
@@ -482,9 +514,18 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	for _, n := range nodes {
 		nodeRows = append(nodeRows, w.clock.toNode(n, now))
 	}
+	var gpuRows []schedloop.GPU
+	gpusDirty := w.dra.inventoryDirty && inv != nil
+	if gpusDirty {
+		gpuRows = draGPUs(inv, w.knownNodes)
+		w.dra.inventoryDirty = false
+	}
 	w.mu.Unlock()
 
 	err := w.write(ctx, podRows, jobs, derive, eventRows, attempts, nodeRows)
+	if gs, ok := w.opts.Store.(GPUStore); ok && err == nil && len(gpuRows) > 0 {
+		err = gs.UpsertGPUs(ctx, gpuRows)
+	}
 	if err == nil && len(preemptions) > 0 {
 		err = w.opts.Store.UpsertPreemptions(ctx, preemptions)
 	}
@@ -499,6 +540,9 @@ func (w *Watcher) Flush(ctx context.Context) error {
 		}
 	}
 	if err != nil {
+		if gpusDirty {
+			w.dra.inventoryDirty = true
+		}
 		for uid, p := range pods {
 			if _, newer := w.pods[uid]; !newer {
 				w.pods[uid] = p
@@ -525,6 +569,7 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	for uid, p := range pods {
 		if w.podsBy[uid] == nil && w.pods[uid] == nil && w.seen[uid] != nil && w.seen[uid].deleted {
 			delete(w.seen, uid)
+			delete(w.dra.uuids, uid)
 			_ = p
 		}
 	}

@@ -1,0 +1,172 @@
+package events_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/dcgm"
+	"github.com/schedloop/schedloop/internal/dra"
+	"github.com/schedloop/schedloop/internal/events"
+	"github.com/schedloop/schedloop/internal/harness"
+	"github.com/schedloop/schedloop/internal/store/storetest"
+	"github.com/schedloop/schedloop/internal/trace"
+)
+
+// TestWatchDRAClaimsAndSlices runs a pod whose GPU the stock scheduler
+// allocates through a claim template on a DRA node: the stored pod holds
+// the UUID its slice publishes for the allocated device, the stored GPU
+// inventory lists the slice's GPUs, and the device vanishing from its
+// slice while allocated leaves the pod's UUID stored.
+func TestWatchDRAClaimsAndSlices(t *testing.T) {
+	c := harness.NewForTest(t, harness.Options{})
+	s := storetest.New(t)
+	ctx := t.Context()
+	clock, err := harness.NewClock(60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddNodes(ctx, []trace.Node{{Name: "n0", GPUs: 2, GPUModel: "NVIDIA-H100-80GB-HBM3"}},
+		harness.NodeOptions{Clock: clock, DRA: true, NoExporters: true}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := events.NewWatcher(events.WatchOptions{Client: c.Client, Store: s, FlushInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watcher: %v", err)
+		}
+	}()
+	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rc := c.Client.ResourceV1()
+	tpl := &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-gpu", Namespace: "default"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpus", Exactly: &resourcev1.ExactDeviceRequest{
+				DeviceClassName: dra.ClassGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}}},
+		}}},
+	}
+	if _, err := rc.ResourceClaimTemplates("default").Create(ctx, tpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := c.Client.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "trainer"},
+		Spec: corev1.PodSpec{
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("one-gpu")}},
+			Containers: []corev1.Container{{Name: "main", Image: "train:1",
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpus"}}}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sl, err := rc.ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ptrs []*resourcev1.ResourceSlice
+	for i := range sl.Items {
+		ptrs = append(ptrs, &sl.Items[i])
+	}
+	inv := dra.NewInventory(ptrs)
+	published := map[string]bool{}
+	for _, d := range inv.Node("n0") {
+		if d.GPU() {
+			published[d.UUID] = true
+		}
+	}
+	if len(published) != 2 {
+		t.Fatalf("n0 publishes GPUs %v, want 2", published)
+	}
+
+	var uuids []string
+	waitFor(t, "the pod's GPU stored", func(ctx context.Context) (bool, error) {
+		p, err := s.GetPod(ctx, string(pod.UID))
+		uuids = p.GPUUUIDs
+		return err == nil && len(uuids) > 0, nil
+	})
+	claims, err := rc.ResourceClaims("default").List(ctx, metav1.ListOptions{})
+	if err != nil || len(claims.Items) != 1 {
+		t.Fatalf("claims %v: %v", claims, err)
+	}
+	alloc := dra.AllocatedDevices(&claims.Items[0])
+	if len(alloc) != 1 {
+		t.Fatalf("allocation %+v", alloc)
+	}
+	d, _ := inv.Device(alloc[0].Key)
+	if !slices.Equal(uuids, []string{d.UUID}) || !published[d.UUID] {
+		t.Errorf("stored pod GPUs %v; its claim was allocated %s, UUID %q", uuids, alloc[0].Key, d.UUID)
+	}
+	owners, err := w.GPUOwners(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := dcgm.Attribute([]schedloop.GPUSample{{GPUUUID: d.UUID, Node: "n0"}}, owners, nil)
+	if len(got) != 1 || got[0].PodNamespace != "default" || got[0].PodName != "trainer" || got[0].Container != "main" {
+		t.Errorf("a sample of the pod's GPU is attributed as %+v; owners %v", got, owners)
+	}
+	waitFor(t, "the slices' GPUs stored", func(ctx context.Context) (bool, error) {
+		gpus, err := s.ListGPUs(ctx, "n0")
+		if err != nil {
+			return false, err
+		}
+		got := map[string]bool{}
+		for _, g := range gpus {
+			if g.Model != "NVIDIA H100 80GB HBM3" {
+				t.Errorf("stored GPU %+v: model from the slice's productName wanted", g)
+			}
+			got[g.UUID] = true
+		}
+		return len(got) == len(published) && len(gpus) == len(published), nil
+	})
+
+	// The allocated device vanishes from its slice.
+	before := sliceNotes(w)
+	for i := range sl.Items {
+		sc := sl.Items[i].DeepCopy()
+		n := len(sc.Spec.Devices)
+		sc.Spec.Devices = slices.DeleteFunc(sc.Spec.Devices, func(dev resourcev1.Device) bool { return dev.Name == alloc[0].Key.Device })
+		if len(sc.Spec.Devices) == n {
+			continue
+		}
+		if _, err := rc.ResourceSlices().Update(ctx, sc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the watcher to see the smaller slice", func(ctx context.Context) (bool, error) {
+		return sliceNotes(w) > before, nil
+	})
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.GetPod(ctx, string(pod.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.GPUUUIDs, uuids) {
+		t.Errorf("after its device left the slice the pod holds %v, want %v", p.GPUUUIDs, uuids)
+	}
+}
+
+// sliceNotes is how many ResourceSlice notifications w has handled.
+func sliceNotes(w *events.Watcher) float64 {
+	return testutil.ToFloat64(w.Collectors()[0].(*prometheus.CounterVec).WithLabelValues("ResourceSlice"))
+}
