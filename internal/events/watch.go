@@ -61,8 +61,8 @@ type WatchOptions struct {
 }
 
 // Watcher follows Pods, Events, Nodes, PodGroups and DRA ResourceSlices and
-// ResourceClaims with shared informers and
-// writes pods, jobs, attempts, events and nodes to the store in batches.
+// ResourceClaims with shared informers and writes pods, jobs, attempts,
+// events, nodes and the slices' GPUs to the store in batches.
 type Watcher struct {
 	opts  WatchOptions
 	clock clock
