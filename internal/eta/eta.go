@@ -289,7 +289,11 @@ func summarise(snap Snapshot, base []sim.Job, results []sim.Result, i int) Estim
 	}
 	slices.SortFunc(starts, func(a, b start) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.run, b.run)) })
 	q := func(p float64) start { return starts[min(int(p*float64(len(starts))), len(starts)-1)] }
-	e.P10, e.P50, e.P90 = q(0.1).at, q(0.5).at, q(0.9).at
+	at := make([]time.Duration, len(starts))
+	for r, st := range starts {
+		at[r] = st.at
+	}
+	e.P10, e.P50, e.P90 = quantile(at, 0.1), quantile(at, 0.5), quantile(at, 0.9)
 	if e.P50 == Never {
 		e.State = NotStarted
 		e.Reason = "in most runs it had not started when every other job had ended: what it waits for never frees"
@@ -300,6 +304,32 @@ func summarise(snap Snapshot, base []sim.Job, results []sim.Result, i int) Estim
 	e.Nodes = med.Jobs[i].Nodes
 	e.WaitsFor = waitsFor(snap, med, i)
 	return e
+}
+
+// quantile is the p-quantile of sorted draws at the plotting position
+// p(n+1), interpolated between neighbours: a draw falls below the k-th of n
+// with probability k/(n+1), so the interval between the p10 and p90 read
+// this way holds 80% of starts. Reading the k-th draw at pn instead (the
+// second and tenth of ten) holds 8/11, 73%: a backtest measured 0.73.
+// A quantile next to a run where the job never started is Never.
+func quantile(sorted []time.Duration, p float64) time.Duration {
+	n := len(sorted)
+	x := p*float64(n+1) - 1 // zero-based position
+	switch {
+	case x <= 0:
+		return sorted[0]
+	case x >= float64(n-1):
+		return sorted[n-1]
+	}
+	k := int(x)
+	lo, hi := sorted[k], sorted[k+1]
+	if lo == Never || hi == Never {
+		if x-float64(k) == 0 {
+			return lo
+		}
+		return Never
+	}
+	return lo + time.Duration((x-float64(k))*float64(hi-lo))
 }
 
 // waitsFor names the jobs that ended at job i's start on a node it takes:

@@ -232,3 +232,29 @@ func TestDrawsStayBounded(t *testing.T) {
 		t.Errorf("pending draw: %v", d)
 	}
 }
+
+// The quantiles are read at plotting positions p(n+1): of ten draws, p10
+// lies a tenth of the way from the first to the second, p50 halfway
+// between the fifth and sixth, p90 nine tenths of the way from the ninth
+// to the tenth; next to a run that never started, a quantile is Never.
+func TestQuantilePlottingPositions(t *testing.T) {
+	draws := make([]time.Duration, 10)
+	for i := range draws {
+		draws[i] = time.Duration(i+1) * 10 * time.Second
+	}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{0.1, 11 * time.Second}, {0.5, 55 * time.Second}, {0.9, 99 * time.Second}, {0.01, 10 * time.Second}, {0.99, 100 * time.Second}} {
+		if got := quantile(draws, tc.p); got != tc.want {
+			t.Errorf("quantile %v of 10..100 s: %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	draws[9] = Never
+	if got := quantile(draws, 0.9); got != Never {
+		t.Errorf("p90 beside a run that never started: %v, want Never", got)
+	}
+	if got := quantile(draws, 0.5); got != 55*time.Second {
+		t.Errorf("p50: %v", got)
+	}
+}
