@@ -66,12 +66,11 @@ func FuzzReadHeliosVCs(f *testing.F) {
 	})
 }
 
-// The experiment's machinery on the committed Philly slice (the first 300
-// jobs of the trace, 2017-10-07..09): the window keeps them, VCs outside
-// the list are dropped, and on a VC made small enough to queue, the SJF
-// oracle beats FIFO, and shortest predicted service with backfill does not
-// queue more than FIFO.
-func TestHeliosOnPhillySlice(t *testing.T) {
+// heliosSlice is the Helios workload of the committed Philly slice (the
+// first 300 jobs of the trace, 2017-10-07..09): VC 6214e9 on the given
+// number of 8-GPU nodes, the training part ending 2017-10-09 12:00.
+func heliosSlice(t *testing.T, nodes int) HeliosWorkload {
+	t.Helper()
 	f, err := os.Open("../trace/testdata/philly/pollux_philly_head300.csv")
 	if err != nil {
 		t.Fatal(err)
@@ -81,10 +80,20 @@ func TestHeliosOnPhillySlice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewHeliosWorkload(tj, epoch, []HeliosVC{{"6214e9", 4}}, time.Date(2017, 10, 9, 12, 0, 0, 0, time.UTC), 1)
+	w, err := NewHeliosWorkload(tj, epoch, []HeliosVC{{"6214e9", nodes}}, time.Date(2017, 10, 9, 12, 0, 0, 0, time.UTC), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+// The experiment's machinery on the committed Philly slice (the first 300
+// jobs of the trace, 2017-10-07..09): the window keeps them, VCs outside
+// the list are dropped, and on a VC made small enough to queue, the SJF
+// oracle beats FIFO, and shortest predicted service with backfill does not
+// queue more than FIFO.
+func TestHeliosOnPhillySlice(t *testing.T) {
+	w := heliosSlice(t, 4)
 	if n := len(w.Jobs["6214e9"]); n != 284 || len(w.Jobs) != 1 {
 		t.Fatalf("selected %d jobs of 6214e9 in %d VCs, want 284 in 1", n, len(w.Jobs))
 	}
@@ -149,19 +158,7 @@ func TestSearchChoosesTheOrder(t *testing.T) {
 // small enough to queue: every sampled job waited past ten minutes and was
 // asked about at its submission, and the estimate is informative.
 func TestHeliosETAOnPhillySlice(t *testing.T) {
-	f, err := os.Open("../trace/testdata/philly/pollux_philly_head300.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tj, epoch, err := trace.ReadPhillyJobsEpoch(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewHeliosWorkload(tj, epoch, []HeliosVC{{"6214e9", 4}}, time.Date(2017, 10, 9, 12, 0, 0, 0, time.UTC), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := heliosSlice(t, 4)
 	points, err := HeliosETA(context.Background(), w, SchedloopPolicy("default", HeliosSetting{}, predict.DefaultOptions()), eta.BacktestOptions{Samples: 40, Seed: 1}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -186,19 +183,7 @@ func TestHeliosETAOnPhillySlice(t *testing.T) {
 // the queue in its order, the profile's rules) is the state the replay
 // went on from, so what error the estimates have is the predictor's.
 func TestHeliosETAIsExactWithExactRunTimes(t *testing.T) {
-	f, err := os.Open("../trace/testdata/philly/pollux_philly_head300.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tj, epoch, err := trace.ReadPhillyJobsEpoch(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewHeliosWorkload(tj, epoch, []HeliosVC{{"6214e9", 8}}, time.Date(2017, 10, 9, 12, 0, 0, 0, time.UTC), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := heliosSlice(t, 8)
 	for _, noBackfill := range []bool{true, false} {
 		p := HeliosPolicy{Name: "exact", Config: func() (sim.Config, error) {
 			return sim.Config{Params: scoring.Params{Weights: ConsolidateWeights()}, NoBackfill: noBackfill}, nil
