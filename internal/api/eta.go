@@ -18,16 +18,24 @@ import (
 // it is made again.
 const ETAMaxAge = 30 * time.Second
 
-// eta answers every pending job's expected start.
-func (h *handler) eta(c *gin.Context) {
+// cachedETA is the estimate of every pending job the API serves, or false
+// when the request was answered with the error.
+func (h *handler) cachedETA(c *gin.Context) (etaserve.Answer, bool) {
 	ctx, cancel := h.ctx(c)
 	defer cancel()
 	a, err := h.etas.Cached(ctx, ETAMaxAge)
 	if err != nil {
 		h.failETA(c, err)
-		return
+		return etaserve.Answer{}, false
 	}
-	c.JSON(http.StatusOK, a)
+	return a, true
+}
+
+// eta answers every pending job's expected start.
+func (h *handler) eta(c *gin.Context) {
+	if a, ok := h.cachedETA(c); ok {
+		c.JSON(http.StatusOK, a)
+	}
 }
 
 // etaJob answers one pending job's expected start.
@@ -37,11 +45,8 @@ func (h *handler) etaJob(c *gin.Context) {
 		h.fail(c, perr("uid", uid, "is not a UID"))
 		return
 	}
-	ctx, cancel := h.ctx(c)
-	defer cancel()
-	a, err := h.etas.Cached(ctx, ETAMaxAge)
-	if err != nil {
-		h.failETA(c, err)
+	a, ok := h.cachedETA(c)
+	if !ok {
 		return
 	}
 	for _, j := range a.Jobs {

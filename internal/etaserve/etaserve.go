@@ -56,9 +56,11 @@ type InputError struct{ Field, Problem string }
 
 func (e *InputError) Error() string { return fmt.Sprintf("field %s: %s", e.Field, e.Problem) }
 
-// Cached is Pending, answered from the last estimate while it is younger
-// than maxAge: an estimate replays the cluster forward several times, and
-// a dashboard refreshing every few seconds must not repeat that work.
+// Cached is Pending with the last week's Accuracy, answered from the last
+// estimate while it is younger than maxAge: an estimate replays the
+// cluster forward several times and the score reads a week of stored
+// estimates, and a dashboard refreshing every few seconds must not repeat
+// that work.
 func (s *Service) Cached(ctx context.Context, maxAge time.Duration) (Answer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -67,6 +69,9 @@ func (s *Service) Cached(ctx context.Context, maxAge time.Duration) (Answer, err
 	}
 	a, err := s.Pending(ctx)
 	if err != nil {
+		return Answer{}, err
+	}
+	if a.Accuracy, err = s.Store.ETAAccuracy(ctx, a.At.Add(-7*24*time.Hour), a.At, eta.DefaultMinWait); err != nil {
 		return Answer{}, err
 	}
 	s.last, s.lastMade = a, s.now()
@@ -113,7 +118,8 @@ type Answer struct {
 	// error (below eta.MinErrorSamples the default error is assumed).
 	ErrorSamples int `json:"error_samples"`
 	// Accuracy scores the estimates stored over the last week against the
-	// starts that followed (jobs that waited over ten minutes).
+	// starts that followed (jobs that waited over ten minutes); Cached
+	// fills it, the answer the API serves.
 	Accuracy store.ETAScore `json:"accuracy_7d"`
 	Jobs     []JobETA       `json:"jobs"`
 }
@@ -144,12 +150,7 @@ func (s *Service) Pending(ctx context.Context) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	a, err := s.answer(ctx, b)
-	if err != nil {
-		return Answer{}, err
-	}
-	a.Accuracy, err = s.Store.ETAAccuracy(ctx, a.At.Add(-7*24*time.Hour), a.At, eta.DefaultMinWait)
-	return a, err
+	return s.answer(ctx, b)
 }
 
 // WhatIf estimates the snapshot changed by c; with c.Add, only the added
