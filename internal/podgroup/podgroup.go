@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsclientv1 "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -108,8 +109,17 @@ func InstallCRD(ctx context.Context, cfg *rest.Config) error {
 	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create podgroup crd: %w", err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+	if err := WaitEstablished(ctx, crds, crd.Name); err != nil {
+		return fmt.Errorf("wait for podgroup crd to be established: %w", err)
+	}
+	return nil
+}
+
+// WaitEstablished waits up to a minute until the apiserver reports the
+// named CRD Established, so its resources are served.
+func WaitEstablished(ctx context.Context, crds apiextensionsclientv1.CustomResourceDefinitionInterface, name string) error {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -120,10 +130,6 @@ func InstallCRD(ctx context.Context, cfg *rest.Config) error {
 		}
 		return false, nil
 	})
-	if err != nil {
-		return fmt.Errorf("wait for podgroup crd to be established: %w", err)
-	}
-	return nil
 }
 
 // New returns a PodGroup with type metadata set.

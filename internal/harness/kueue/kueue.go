@@ -44,6 +44,8 @@ import (
 	"sigs.k8s.io/kueue/pkg/controller/core/indexer"
 	"sigs.k8s.io/kueue/pkg/scheduler"
 	preemptexpectations "sigs.k8s.io/kueue/pkg/scheduler/preemption/expectations"
+
+	"github.com/schedloop/schedloop/internal/podgroup"
 )
 
 // Module is the Kueue module whose code and CRDs run here.
@@ -191,19 +193,7 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
 		names = append(names, crd.Name)
 	}
 	for _, name := range names {
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := crds.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
+		if err := podgroup.WaitEstablished(ctx, crds, name); err != nil {
 			return fmt.Errorf("wait for kueue CRD %s: %w", name, err)
 		}
 	}
