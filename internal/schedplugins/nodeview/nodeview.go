@@ -140,17 +140,6 @@ func DomainsWith(node *v1.Node, levels []string, d *DRA) []string {
 	})
 }
 
-// Nodes builds the scoring view of each node.
-func Nodes(nis []fwk.NodeInfo, levels []string, d *DRA) []*scoring.Node {
-	out := make([]*scoring.Node, 0, len(nis))
-	for _, ni := range nis {
-		if ni.Node() != nil {
-			out = append(out, Node(ni, levels, d))
-		}
-	}
-	return out
-}
-
 // Cache keeps the scoring view of each node for as long as the node's
 // NodeInfo generation stays the same. The scheduler bumps a NodeInfo's
 // generation on every change to the node or the pods on it, so a view
