@@ -27,7 +27,7 @@ const (
 var WaitBuckets = []struct {
 	Label string
 	Upper time.Duration
-}{{"5m", 5 * time.Minute}, {"30m", 30 * time.Minute}, {"2h", 2 * time.Hour}, {"12h", 12 * time.Hour}, {"inf", 1<<63 - 1}}
+}{{"5m", 5 * time.Minute}, {"30m", 30 * time.Minute}, {"2h", 2 * time.Hour}, {"12h", 12 * time.Hour}, {"inf", eta.Never}}
 
 // Estimator estimates every pending job's start on a schedule, stores the
 // estimates with the time they were made, so their accuracy can be
