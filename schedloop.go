@@ -324,3 +324,41 @@ type Profile struct {
 	Created   time.Time
 	Applied   time.Time
 }
+
+// KueueClusterQueue is a Kueue ClusterQueue's spec and the use Kueue last
+// reported for it, as the collector saw it. Quantities are in thousandths of
+// the resource's unit (milli-GPUs, millicores), so CPU quota keeps its
+// precision; a GPU quota of 16 is 16000.
+type KueueClusterQueue struct {
+	Name string
+	// Cohort is spec.cohortName; "" is a ClusterQueue that neither borrows
+	// nor lends.
+	Cohort string
+	// FairWeight is spec.fairSharing.weight; 0 when unset, which Kueue reads
+	// as 1.
+	FairWeight float64
+	// QueueingStrategy is spec.queueingStrategy (BestEffortFIFO when unset).
+	QueueingStrategy string
+	// Preemption is spec.preemption's policies, Kueue's names ("Never",
+	// "LowerPriority", "Any"); "" where unset, which Kueue defaults to
+	// Never for all three.
+	ReclaimWithinCohort string
+	BorrowWithinCohort  string
+	WithinClusterQueue  string
+	Quotas              []KueueQuota
+	// ObservedAt is when the collector last saw the ClusterQueue.
+	ObservedAt time.Time
+}
+
+// KueueQuota is one flavour-resource of a ClusterQueue: its nominal quota,
+// borrowing and lending limits (nil: no limit, as in Kueue's API), and what
+// Kueue's status last said was reserved and borrowed of it.
+type KueueQuota struct {
+	Flavor         string
+	Resource       string
+	Nominal        int64
+	BorrowingLimit *int64
+	LendingLimit   *int64
+	Reserved       int64
+	Borrowed       int64
+}

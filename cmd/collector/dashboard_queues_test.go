@@ -13,7 +13,8 @@ import (
 
 // TestDashboardQueuesInBrowser: the Queues page lists the waiting job in
 // the ClusterQueue its LocalQueue admits to, first, coloured as waiting for
-// quota, with the GPUs the queue's admitted workload holds.
+// quota, with the GPUs the queue's admitted workload holds and, from the
+// ClusterQueue's stored spec, its nominal and borrowed GPUs.
 func TestDashboardQueuesInBrowser(t *testing.T) {
 	url := storetest.URL(t)
 	seedETA(t, url)
@@ -24,6 +25,10 @@ func TestDashboardQueuesInBrowser(t *testing.T) {
 			Conditions: []schedloop.KueueCondition{{Type: "QuotaReserved", Status: "True", Reason: "QuotaReserved", At: now.Add(-20 * time.Minute)}}},
 		{UID: "w-wait", Namespace: "ml", Name: "wait", LocalQueue: "lq", CreatedAt: now.Add(-time.Minute)},
 	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertKueueClusterQueues(context.Background(), []schedloop.KueueClusterQueue{{Name: "cq", Cohort: "org", ObservedAt: now,
+		Quotas: []schedloop.KueueQuota{{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 4000, Reserved: 8000, Borrowed: 4000}}}}); err != nil {
 		t.Fatal(err)
 	}
 	d := serveInBrowser(t, url)
@@ -38,8 +43,11 @@ func TestDashboardQueuesInBrowser(t *testing.T) {
 	if got := d.attr(q+`[data-testid=queue-used]`, "data-gpus"); got != "8" {
 		t.Errorf("cq uses %q GPUs, want ml/run's 8", got)
 	}
-	if got := d.text(q + `[data-testid=queue-borrowed]`); got != "unknown" {
-		t.Errorf("borrowed shows %q, want unknown: nominal quota is not stored", got)
+	if got := d.attr(q+`[data-testid=queue-nominal]`, "data-gpus"); got != "4" {
+		t.Errorf("cq's nominal quota shows %q GPUs, want 4", got)
+	}
+	if got := d.attr(q+`[data-testid=queue-borrowed]`, "data-gpus"); got != "4" {
+		t.Errorf("cq's borrowed GPUs show %q, want Kueue's 4", got)
 	}
 	if got := d.attr(q+`tr[data-uid=wait] [data-testid=queue-wait]`, "style"); got == "" {
 		t.Error("the wait badge has no colour")

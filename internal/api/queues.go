@@ -8,15 +8,71 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/store"
+	"github.com/schedloop/schedloop/internal/why"
 )
 
-// quotaNote is said in every answer: the collector stores Workloads and
-// their admissions, not ClusterQueue specs, so nothing stored says how much
-// of a queue's use is within its nominal quota.
-const quotaNote = "nominal quotas are not stored (the collector keeps Workloads, not ClusterQueue specs): borrowed GPUs are unknown"
+// quotaNote is said when a ClusterQueue with waiting or admitted Workloads
+// has no stored spec (the collector has not seen it, or Kueue's
+// ClusterQueues are not watched): its nominal and borrowed GPUs are unknown.
+const quotaNote = "some ClusterQueues' specs are not stored: their nominal and borrowed GPUs are unknown"
+
+// quotaView is one flavour-resource of a ClusterQueue in the resource's
+// unit; a missing limit is no limit, as in Kueue's API.
+type quotaView struct {
+	Flavor         string   `json:"flavor"`
+	Resource       string   `json:"resource"`
+	Nominal        float64  `json:"nominal"`
+	BorrowingLimit *float64 `json:"borrowing_limit,omitempty"`
+	LendingLimit   *float64 `json:"lending_limit,omitempty"`
+	Reserved       float64  `json:"reserved"`
+	Borrowed       float64  `json:"borrowed"`
+}
+
+// clusterQueueSpec is what the stored spec says of a ClusterQueue: GPU
+// figures summed over its flavours, as Kueue's status last reported them.
+type clusterQueueSpec struct {
+	Cohort              string      `json:"cohort"`
+	FairWeight          float64     `json:"fair_weight"`
+	ReclaimWithinCohort string      `json:"reclaim_within_cohort"`
+	BorrowWithinCohort  string      `json:"borrow_within_cohort"`
+	WithinClusterQueue  string      `json:"within_cluster_queue"`
+	NominalGPUs         float64     `json:"nominal_gpus"`
+	ReservedGPUs        float64     `json:"reserved_gpus"`
+	BorrowedGPUs        float64     `json:"borrowed_gpus"`
+	Borrowing           string      `json:"borrowing"`
+	Quotas              []quotaView `json:"quotas"`
+}
+
+func specView(q schedloop.KueueClusterQueue) *clusterQueueSpec {
+	units := func(milli int64) float64 { return float64(milli) / 1000 }
+	limit := func(milli *int64) *float64 {
+		if milli == nil {
+			return nil
+		}
+		return new(units(*milli))
+	}
+	s := &clusterQueueSpec{Cohort: q.Cohort, FairWeight: q.FairWeight, ReclaimWithinCohort: q.ReclaimWithinCohort,
+		BorrowWithinCohort: q.BorrowWithinCohort, WithinClusterQueue: q.WithinClusterQueue,
+		Borrowing: why.Borrowing(q, nil), Quotas: []quotaView{}}
+	if s.FairWeight == 0 {
+		s.FairWeight = 1 // Kueue's default weight
+	}
+	for _, r := range q.Quotas {
+		s.Quotas = append(s.Quotas, quotaView{Flavor: r.Flavor, Resource: r.Resource, Nominal: units(r.Nominal),
+			BorrowingLimit: limit(r.BorrowingLimit), LendingLimit: limit(r.LendingLimit),
+			Reserved: units(r.Reserved), Borrowed: units(r.Borrowed)})
+		if r.Resource == schedloop.GPUResourceName {
+			s.NominalGPUs += units(r.Nominal)
+			s.ReservedGPUs += units(r.Reserved)
+			s.BorrowedGPUs += units(r.Borrowed)
+		}
+	}
+	return s
+}
 
 type queuedJob struct {
 	Position       int       `json:"position"`
@@ -32,12 +88,14 @@ type queuedJob struct {
 }
 
 type queueView struct {
-	Name              string      `json:"name"`
-	Kind              string      `json:"kind"`
-	PendingGPUs       float64     `json:"pending_gpus"`
-	UsedGPUs          *float64    `json:"used_gpus,omitempty"`
-	AdmittedWorkloads *int        `json:"admitted_workloads,omitempty"`
-	Pending           []queuedJob `json:"pending"`
+	Name              string   `json:"name"`
+	Kind              string   `json:"kind"`
+	PendingGPUs       float64  `json:"pending_gpus"`
+	UsedGPUs          *float64 `json:"used_gpus,omitempty"`
+	AdmittedWorkloads *int     `json:"admitted_workloads,omitempty"`
+	// Spec is only for ClusterQueues whose spec the collector stored.
+	Spec    *clusterQueueSpec `json:"spec,omitempty"`
+	Pending []queuedJob       `json:"pending"`
 }
 
 // queues answers each queue's waiting jobs in the order the applied
@@ -59,6 +117,11 @@ func (h *handler) queues(c *gin.Context) {
 		return
 	}
 	use, err := h.st.ClusterQueueUsage(ctx)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	specs, err := h.st.KueueClusterQueues(ctx)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -103,11 +166,16 @@ func (h *handler) queues(c *gin.Context) {
 		q := view(u.ClusterQueue, "cluster-queue")
 		q.UsedGPUs, q.AdmittedWorkloads = &u.GPUs, &u.Workloads
 	}
+	for _, sp := range specs {
+		view(sp.Name, "cluster-queue").Spec = specView(sp)
+	}
+	unknown := false
 	for _, q := range byName {
 		if q.Kind == "cluster-queue" && q.UsedGPUs == nil {
 			zero, none := 0.0, 0
 			q.UsedGPUs, q.AdmittedWorkloads = &zero, &none
 		}
+		unknown = unknown || (q.Kind == "cluster-queue" && q.Spec == nil)
 	}
 	slices.Sort(names)
 	out := make([]*queueView, len(names))
@@ -116,7 +184,10 @@ func (h *handler) queues(c *gin.Context) {
 	}
 	order := string(params.EffectiveOrder())
 	answer := gin.H{"at": now, "profile": name, "order": order, "starvation_bound_seconds": params.StarvationBound.Seconds(),
-		"quota_note": quotaNote, "queues": out}
+		"queues": out}
+	if unknown {
+		answer["quota_note"] = quotaNote
+	}
 	if order != string(scoring.OrderArrival) {
 		answer["order_note"] = "positions are by priority, starvation and arrival: the profile's " + order + " key is not derived by this view"
 	}

@@ -21,7 +21,20 @@ type queuesAnswer struct {
 		PendingGPUs       float64  `json:"pending_gpus"`
 		UsedGPUs          *float64 `json:"used_gpus"`
 		AdmittedWorkloads *int     `json:"admitted_workloads"`
-		Pending           []struct {
+		Spec              *struct {
+			Cohort       string
+			NominalGPUs  float64 `json:"nominal_gpus"`
+			ReservedGPUs float64 `json:"reserved_gpus"`
+			BorrowedGPUs float64 `json:"borrowed_gpus"`
+			FairWeight   float64 `json:"fair_weight"`
+			Borrowing    string
+			Quotas       []struct {
+				Flavor, Resource string
+				Nominal          float64
+				BorrowingLimit   *float64 `json:"borrowing_limit"`
+			}
+		}
+		Pending []struct {
 			Position       int
 			Name, Wait     string
 			GPUs           float64
@@ -67,7 +80,10 @@ func TestQueues(t *testing.T) {
 		t.Fatalf("queues: %d", code)
 	}
 	if a.Profile != "default" || a.Order != "arrival" || a.QuotaNote == "" {
-		t.Errorf("profile %q order %q note %q: want default, arrival and a note on nominal quota", a.Profile, a.Order, a.QuotaNote)
+		t.Errorf("profile %q order %q note %q: want default, arrival and a note that cq's spec is not stored", a.Profile, a.Order, a.QuotaNote)
+	}
+	if q := a.Queues[len(a.Queues)-1]; q.Spec != nil {
+		t.Errorf("cq has a spec %+v before any was stored", q.Spec)
 	}
 	type row struct {
 		Queue, Kind, Job, Wait string
@@ -98,6 +114,34 @@ func TestQueues(t *testing.T) {
 	// reserved holds quota (1 GPU) though its pod is not bound yet.
 	if q := a.Queues[1]; q.UsedGPUs == nil || *q.UsedGPUs != 5 || *q.AdmittedWorkloads != 2 || q.PendingGPUs != 11 {
 		t.Errorf("cq: used %v admitted %v pending %v; want 5 GPUs of 2 workloads, 11 pending", q.UsedGPUs, q.AdmittedWorkloads, q.PendingGPUs)
+	}
+
+	// With cq's spec stored, its nominal and borrowed GPUs are Kueue's, and
+	// a ClusterQueue with nothing waiting or admitted is listed too.
+	limit := int64(4000)
+	if err := st.UpsertKueueClusterQueues(ctx, []schedloop.KueueClusterQueue{
+		{Name: "cq", Cohort: "org", ObservedAt: now, Quotas: []schedloop.KueueQuota{
+			{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 4000, BorrowingLimit: &limit, Reserved: 5000, Borrowed: 1000},
+			{Flavor: "h100", Resource: "cpu", Nominal: 64000}}},
+		{Name: "idle", Cohort: "org", FairWeight: 2, ObservedAt: now, Quotas: []schedloop.KueueQuota{
+			{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 8000}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var s queuesAnswer
+	if code := get(t, h, "/api/v1/queues", nil, &s); code != 200 {
+		t.Fatalf("queues with specs: %d", code)
+	}
+	if s.QuotaNote != "" || len(s.Queues) != 3 {
+		t.Fatalf("with specs: note %q, %d queues; want no note and batch, cq, idle", s.QuotaNote, len(s.Queues))
+	}
+	if sp := s.Queues[1].Spec; sp == nil || sp.Cohort != "org" || sp.NominalGPUs != 4 || sp.ReservedGPUs != 5 || sp.BorrowedGPUs != 1 ||
+		sp.FairWeight != 1 || len(sp.Quotas) != 2 || sp.Quotas[0].BorrowingLimit != nil || sp.Quotas[1].BorrowingLimit == nil ||
+		*sp.Quotas[1].BorrowingLimit != 4 || sp.Borrowing != "borrowing from cohort org: cpu on h100 nominal 64, as much more as the cohort lends; nvidia.com/gpu on h100 nominal 4, up to 4 more" {
+		t.Errorf("cq's spec = %+v; want cohort org, nominal 4, reserved 5, borrowed 1 GPUs, weight 1, a 4-GPU borrowing limit", sp)
+	}
+	if q := s.Queues[2]; q.Name != "idle" || q.Spec == nil || q.Spec.FairWeight != 2 || *q.UsedGPUs != 0 || len(q.Pending) != 0 {
+		t.Errorf("idle = %+v; want its spec, weight 2, nothing used or waiting", q)
 	}
 
 	// Under an applied shortest-service profile the answer names it, and

@@ -91,7 +91,11 @@ type Watcher struct {
 	// its write is retried.
 	attempts map[string]schedloop.SchedulingAttempt
 	kueue    map[string]schedloop.KueueWorkload // dirty Kueue Workloads by UID
-	dra      draState
+	// kueueQueues are ClusterQueues seen and not yet stored, by name;
+	// kueueQueuesGone those deleted.
+	kueueQueues     map[string]schedloop.KueueClusterQueue
+	kueueQueuesGone map[string]bool
+	dra             draState
 	// knownNodes are the nodes listed, whose GPUs may be stored.
 	knownNodes map[string]bool
 }
@@ -122,9 +126,10 @@ func NewWatcher(opts WatchOptions) (*Watcher, error) {
 		dirtyG: map[string]group{}, byGang: map[string]map[string]string{}, podsBy: map[string]*corev1.Pod{},
 		workloads: map[string]metav1.ObjectMeta{},
 		attempts:  map[string]schedloop.SchedulingAttempt{}, kueue: map[string]schedloop.KueueWorkload{},
+		kueueQueues: map[string]schedloop.KueueClusterQueue{}, kueueQueuesGone: map[string]bool{},
 		dra: newDRAState(), knownNodes: map[string]bool{}}
 	w.processed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
-		Name: "objects_processed_total", Help: "Informer notifications handled, by kind (Pod, Event, Node, PodGroup, Workload, KueueWorkload, ResourceSlice, ResourceClaim)."}, []string{"kind"})
+		Name: "objects_processed_total", Help: "Informer notifications handled, by kind (Pod, Event, Node, PodGroup, Workload, KueueWorkload, KueueClusterQueue, ResourceSlice, ResourceClaim)."}, []string{"kind"})
 	w.writeErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
 		Name: "write_errors_total", Help: "Failed writes of cluster history to Postgres; the changes are kept and retried."})
 	w.synced = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "schedloop", Subsystem: "events",
@@ -226,8 +231,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 			handlers = append(handlers, struct {
 				inf  cache.SharedIndexInformer
 				kind string
-			}{dynFactory.ForResource(KueueWorkloadGVR).Informer(), kindKueueWorkload})
-			w.log.Info("watching Kueue workloads", "resource", KueueWorkloadGVR.String())
+			}{dynFactory.ForResource(KueueWorkloadGVR).Informer(), kindKueueWorkload}, struct {
+				inf  cache.SharedIndexInformer
+				kind string
+			}{dynFactory.ForResource(KueueClusterQueueGVR).Informer(), kindKueueClusterQueue})
+			w.log.Info("watching Kueue workloads and cluster queues", "resources", []string{KueueWorkloadGVR.String(), KueueClusterQueueGVR.String()})
 		}
 	}
 	var syncs []cache.InformerSynced
@@ -303,6 +311,10 @@ func (w *Watcher) handle(kind string, obj any, deleted bool) {
 	defer w.mu.Unlock()
 	if u, ok := obj.(*unstructured.Unstructured); ok && kind == kindKueueWorkload {
 		w.handleKueue(u, deleted)
+		return
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok && kind == kindKueueClusterQueue {
+		w.handleKueueQueue(u, deleted, now)
 		return
 	}
 	switch o := obj.(type) {
@@ -531,6 +543,9 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	}
 	if err == nil {
 		err = w.flushKueue(ctx)
+	}
+	if err == nil {
+		err = w.flushKueueQueues(ctx)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
@@ -233,4 +234,21 @@ func find(states []*state, key string) *state {
 		}
 	}
 	return nil
+}
+
+// Cohort is the replay's view of stored ClusterQueues (the collector's
+// reading of Kueue's objects), usage zero: Kueue's quotas as Kueue reads them,
+// a nil limit no limit, FairWeight 0 the default 1.
+func Cohort(qs []schedloop.KueueClusterQueue) scoring.KueueCohort {
+	out := make(scoring.KueueCohort, 0, len(qs))
+	for _, cq := range qs {
+		q := &scoring.KueueClusterQueue{Name: cq.Name, Cohort: cq.Cohort, FairWeight: cq.FairWeight,
+			Quotas: map[scoring.FlavorResource]scoring.KueueQuota{}, Usage: map[scoring.FlavorResource]int64{}}
+		for _, r := range cq.Quotas {
+			q.Quotas[scoring.FlavorResource{Flavor: r.Flavor, Resource: r.Resource}] = scoring.KueueQuota{
+				Nominal: r.Nominal, BorrowingLimit: r.BorrowingLimit, LendingLimit: r.LendingLimit}
+		}
+		out = append(out, q)
+	}
+	return out
 }

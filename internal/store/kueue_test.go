@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -59,5 +60,66 @@ func TestKueueWorkloadHistory(t *testing.T) {
 	bad.Conditions = []schedloop.KueueCondition{{Type: "Admitted"}}
 	if err := s.UpsertKueueWorkloads(ctx, []schedloop.KueueWorkload{bad}); err == nil {
 		t.Error("condition without a time stored; want an error naming it")
+	}
+}
+
+// TestKueueClusterQueues: a ClusterQueue's spec and quotas round-trip, a
+// newer observation replaces its quotas whole (a dropped flavour goes), an
+// older one is ignored, and a deleted ClusterQueue is gone with its quotas.
+func TestKueueClusterQueues(t *testing.T) {
+	s := storetest.New(t)
+	ctx := t.Context()
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	limit := int64(8000)
+	a := schedloop.KueueClusterQueue{Name: "team-a", Cohort: "research", FairWeight: 2, QueueingStrategy: "BestEffortFIFO",
+		ReclaimWithinCohort: "Any", BorrowWithinCohort: "Never", WithinClusterQueue: "LowerPriority", ObservedAt: t0,
+		Quotas: []schedloop.KueueQuota{
+			{Flavor: "a100", Resource: "nvidia.com/gpu", Nominal: 8000},
+			{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 16000, BorrowingLimit: &limit, Reserved: 24000, Borrowed: 8000},
+		}}
+	b := schedloop.KueueClusterQueue{Name: "team-b", ObservedAt: t0,
+		Quotas: []schedloop.KueueQuota{{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 16000, LendingLimit: &limit}}}
+	if err := s.UpsertKueueClusterQueues(ctx, []schedloop.KueueClusterQueue{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.KueueClusterQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]schedloop.KueueClusterQueue{a, b}, got); diff != "" {
+		t.Errorf("stored cluster queues (-want +got):\n%s", diff)
+	}
+
+	newer := a
+	newer.ObservedAt, newer.Quotas = t0.Add(time.Minute), a.Quotas[1:]
+	older := a
+	older.ObservedAt, older.Cohort = t0.Add(-time.Minute), "stale"
+	for _, q := range []schedloop.KueueClusterQueue{newer, older} {
+		if err := s.UpsertKueueClusterQueues(ctx, []schedloop.KueueClusterQueue{q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteKueueClusterQueue(ctx, "team-b"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.KueueClusterQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]schedloop.KueueClusterQueue{newer}, got); diff != "" {
+		t.Errorf("after a newer, an older observation and a delete (-want +got):\n%s", diff)
+	}
+	var quotas int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM kueue_cluster_queue_quotas`).Scan(&quotas); err != nil {
+		t.Fatal(err)
+	}
+	if quotas != 1 {
+		t.Errorf("%d quota rows stored, want team-a's one h100 row", quotas)
+	}
+
+	bad := b
+	bad.Quotas = []schedloop.KueueQuota{{Flavor: "h100"}}
+	if err := s.UpsertKueueClusterQueues(ctx, []schedloop.KueueClusterQueue{bad}); err == nil || !strings.Contains(err.Error(), "team-b") {
+		t.Errorf("a quota without a resource stored (err %v), want an error naming the queue", err)
 	}
 }

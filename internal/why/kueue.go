@@ -3,6 +3,8 @@ package why
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/schedloop/schedloop"
@@ -16,21 +18,24 @@ import (
 // The job's pods exist meanwhile but are held by Kueue's admission gate, so
 // no scheduler explains these stretches; ClipToQuota removes what the pods'
 // own wait intervals say about them.
-func QuotaIntervals(wl schedloop.KueueWorkload, now time.Time) []Interval {
+func QuotaIntervals(wl schedloop.KueueWorkload, cq *schedloop.KueueClusterQueue, now time.Time) []Interval {
 	conds := slices.Clone(wl.Conditions)
 	slices.SortStableFunc(conds, func(a, b schedloop.KueueCondition) int { return a.At.Compare(b.At) })
 	var out []Interval
 	from, waiting := wl.CreatedAt, true
 	var why schedloop.KueueCondition
-	cq := wl.ClusterQueue
+	queue := ""
+	if wl.ClusterQueue != "" {
+		queue = " in ClusterQueue " + wl.ClusterQueue
+		if cq != nil && cq.Name == wl.ClusterQueue {
+			queue += " (" + Borrowing(*cq, wl.Flavors) + ")"
+		}
+	}
 	emit := func(end time.Time) {
 		if !end.After(from) {
 			return
 		}
-		label := "waiting for quota"
-		if cq != "" {
-			label += " in ClusterQueue " + cq
-		}
+		label := "waiting for quota" + queue
 		iv := Interval{Start: from, End: end, Seconds: end.Sub(from).Seconds(), State: "waiting",
 			Category: string(schedloop.WaitQuota), Label: label}
 		if why.Type != "" {
@@ -101,4 +106,39 @@ func ClipToQuota(pod, quota []Interval) []Interval {
 		out = append(out, parts...)
 	}
 	return out
+}
+
+// Borrowing says what a ClusterQueue may borrow beyond its nominal quota, for
+// the flavour-resources in flavors (resource -> flavour, a Workload's
+// assignment; all of the queue's when empty): "borrowing: none, no cohort",
+// or "borrowing from cohort research: nvidia.com/gpu on h100 nominal 16, up
+// to 8 more". Without a borrowing limit a queue may borrow all the cohort
+// lends, as in Kueue's API.
+func Borrowing(cq schedloop.KueueClusterQueue, flavors map[string]string) string {
+	if cq.Cohort == "" {
+		return "borrowing: none, no cohort"
+	}
+	var parts []string
+	for _, q := range cq.Quotas {
+		if f, ok := flavors[q.Resource]; len(flavors) > 0 && (!ok || f != q.Flavor) {
+			continue
+		}
+		more := "as much more as the cohort lends"
+		if q.BorrowingLimit != nil {
+			more = "up to " + Quantity(*q.BorrowingLimit) + " more"
+			if *q.BorrowingLimit == 0 {
+				more = "none more"
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s on %s nominal %s, %s", q.Resource, q.Flavor, Quantity(q.Nominal), more))
+	}
+	if len(parts) == 0 {
+		return "borrowing from cohort " + cq.Cohort
+	}
+	return "borrowing from cohort " + cq.Cohort + ": " + strings.Join(parts, "; ")
+}
+
+// Quantity writes a quantity kept in thousandths in the resource's unit.
+func Quantity(milli int64) string {
+	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
 }

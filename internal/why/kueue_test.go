@@ -22,7 +22,7 @@ func TestQuotaIntervals(t *testing.T) {
 		{Type: "Preempted", Status: "True", Reason: "InCohortReclamation", At: at(100), Category: schedloop.WaitPreemption},
 		{Type: "QuotaReserved", Status: "False", Reason: "PendingEvaluation", At: at(100), Category: schedloop.WaitPreemption},
 	}}
-	got := QuotaIntervals(wl, at(130))
+	got := QuotaIntervals(wl, nil, at(130))
 	if len(got) != 2 {
 		t.Fatalf("quota intervals = %+v, want two", got)
 	}
@@ -51,7 +51,42 @@ func TestQuotaIntervals(t *testing.T) {
 
 	done := wl
 	done.Conditions = append(done.Conditions[:3:3], schedloop.KueueCondition{Type: "Finished", Status: "True", At: at(50)})
-	if got := QuotaIntervals(done, at(130)); len(got) != 1 {
+	if got := QuotaIntervals(done, nil, at(130)); len(got) != 1 {
 		t.Errorf("finished workload: %d quota intervals, want 1", len(got))
+	}
+
+	// With the ClusterQueue's spec stored, the label says what it may
+	// borrow of the flavour the workload was assigned.
+	limit := int64(8000)
+	cq := schedloop.KueueClusterQueue{Name: "team-b", Cohort: "research", Quotas: []schedloop.KueueQuota{
+		{Flavor: "a100", Resource: "nvidia.com/gpu", Nominal: 4000},
+		{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 16000, BorrowingLimit: &limit},
+	}}
+	wl.Flavors = map[string]string{"nvidia.com/gpu": "h100"}
+	if got := QuotaIntervals(wl, &cq, at(130)); len(got) != 2 ||
+		got[1].Label != "waiting for quota in ClusterQueue team-b (borrowing from cohort research: nvidia.com/gpu on h100 nominal 16, up to 8 more)" {
+		t.Errorf("quota intervals with the ClusterQueue's spec = %+v", got)
+	}
+}
+
+func TestBorrowing(t *testing.T) {
+	zero := int64(0)
+	for _, c := range []struct {
+		cq      schedloop.KueueClusterQueue
+		flavors map[string]string
+		want    string
+	}{
+		{schedloop.KueueClusterQueue{Name: "solo", Quotas: []schedloop.KueueQuota{{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 8000}}},
+			nil, "borrowing: none, no cohort"},
+		{schedloop.KueueClusterQueue{Name: "a", Cohort: "c", Quotas: []schedloop.KueueQuota{
+			{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 8000},
+			{Flavor: "cpu", Resource: "cpu", Nominal: 1500, BorrowingLimit: &zero}}},
+			nil, "borrowing from cohort c: nvidia.com/gpu on h100 nominal 8, as much more as the cohort lends; cpu on cpu nominal 1.5, none more"},
+		{schedloop.KueueClusterQueue{Name: "a", Cohort: "c", Quotas: []schedloop.KueueQuota{{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 8000}}},
+			map[string]string{"nvidia.com/gpu": "a100"}, "borrowing from cohort c"},
+	} {
+		if got := Borrowing(c.cq, c.flavors); got != c.want {
+			t.Errorf("Borrowing(%+v, %v) = %q, want %q", c.cq, c.flavors, got, c.want)
+		}
 	}
 }

@@ -370,9 +370,20 @@ func (b Builder) quotaWaits(ctx context.Context, namespace, name string) ([]Inte
 		return nil, err
 	}
 	for _, wl := range wls {
-		if wl.Name == name {
-			return QuotaIntervals(wl, b.now()), nil
+		if wl.Name != name {
+			continue
 		}
+		cqs, err := b.Store.KueueClusterQueues(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var cq *schedloop.KueueClusterQueue
+		for i := range cqs {
+			if cqs[i].Name == wl.ClusterQueue {
+				cq = &cqs[i]
+			}
+		}
+		return QuotaIntervals(wl, cq, b.now()), nil
 	}
 	return nil, nil
 }

@@ -73,8 +73,15 @@ const WAIT_COLORS = { quota: REASON_COLORS.quota, capacity: REASON_COLORS.insuff
 const QUEUE_KINDS = { 'cluster-queue': 'ClusterQueue', 'local-queue': 'LocalQueue (ClusterQueue not known)', label: 'queue label' }
 
 function queueCard(q) {
+  const s = q.spec
+  const quota = s
+    ? ` · nominal <span data-testid="queue-nominal" data-gpus="${s.nominal_gpus}">${fmtNum(s.nominal_gpus)}</span> GPUs` +
+      ` · borrowed <span data-testid="queue-borrowed" data-gpus="${s.borrowed_gpus}">${fmtNum(s.borrowed_gpus)}</span>` +
+      ` (Kueue reports ${fmtNum(s.reserved_gpus)} reserved)<br><small data-testid="queue-borrowing">${esc(s.borrowing)}` +
+      `${s.cohort ? ` · fair-sharing weight ${fmtNum(s.fair_weight)} · reclaim within cohort: ${esc(s.reclaim_within_cohort || 'Never')}` : ''}</small>`
+    : ' · borrowed: <span data-testid="queue-borrowed">unknown (spec not stored)</span>'
   const use = q.used_gpus !== undefined
-    ? ` · <span data-testid="queue-used" data-gpus="${q.used_gpus}">${fmtNum(q.used_gpus)} GPUs held by ${q.admitted_workloads} admitted workload${q.admitted_workloads === 1 ? '' : 's'}</span> · borrowed: <span data-testid="queue-borrowed">unknown</span>`
+    ? ` · <span data-testid="queue-used" data-gpus="${q.used_gpus}">${fmtNum(q.used_gpus)} GPUs held by ${q.admitted_workloads} admitted workload${q.admitted_workloads === 1 ? '' : 's'}</span>${quota}`
     : ''
   const rows = q.pending.map((j) => `<tr data-uid="${esc(j.uid)}" data-wait="${esc(j.wait)}">
       <td class="num" data-testid="queue-position">${j.position}</td>
@@ -98,7 +105,7 @@ async function queuesPage() {
     <p class="note" data-testid="queues-summary">as of ${ts(a.at)}, in the order profile <b>${esc(a.profile)}</b> tries them
       (${esc(a.order)}${a.starvation_bound_seconds ? `, starvation bound ${dur(a.starvation_bound_seconds)}` : ''}).
       ${Object.entries(WAIT_COLORS).map(([k, c]) => `<span class="badge" style="background:${c};color:#fff">${k}</span>`).join(' ')}
-      ${a.order_note ? `<br>${esc(a.order_note)}` : ''}<br><span data-testid="quota-note">${esc(a.quota_note)}</span></p>
+      ${a.order_note ? `<br>${esc(a.order_note)}` : ''}${a.quota_note ? `<br><span data-testid="quota-note">${esc(a.quota_note)}</span>` : ''}</p>
     ${queues.map(queueCard).join('') || '<p>no queue has waiting jobs or admitted workloads</p>'}`
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -366,6 +367,29 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 		t.Errorf("stored history %v lacks the first admission", history)
 	}
 
+	// The collector stored both ClusterQueues' specs as Kueue holds them.
+	specs, err := db.KueueClusterQueues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var liveCQs kueueapi.ClusterQueueList
+	if err := e.k.Client.List(t.Context(), &liveCQs); err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != len(liveCQs.Items) {
+		t.Fatalf("collector stored %d ClusterQueues, Kueue has %d", len(specs), len(liveCQs.Items))
+	}
+	for i, cq := range liveCQs.Items {
+		want := events.KueueClusterQueueOf(cq, specs[i].ObservedAt)
+		for j := range want.Quotas {
+			// Kueue's status moves on after the collector's last flush.
+			want.Quotas[j].Reserved, want.Quotas[j].Borrowed = specs[i].Quotas[j].Reserved, specs[i].Quotas[j].Borrowed
+		}
+		if !reflect.DeepEqual(specs[i], want) || specs[i].Cohort != "research" || specs[i].ReclaimWithinCohort != "Any" {
+			t.Errorf("stored ClusterQueue %+v, Kueue's spec %+v", specs[i], want)
+		}
+	}
+
 	// The victim's wait timeline, as the collector explains it, ends waiting
 	// for quota in its ClusterQueue since the preemption.
 	b := why.Builder{Store: db}
@@ -382,7 +406,7 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 	}
 	if n := len(story.Timeline); n == 0 || story.Timeline[n-1].Category != string(schedloop.WaitQuota) ||
 		!story.Timeline[n-1].Start.Equal(pre.LastTransitionTime.Time) ||
-		!strings.HasPrefix(story.Timeline[n-1].Label, "waiting for quota in ClusterQueue team-a") {
+		!strings.HasPrefix(story.Timeline[n-1].Label, "waiting for quota in ClusterQueue team-a (borrowing from cohort research: cpu on h100 nominal 256, as much more as the cohort lends; nvidia.com/gpu on h100 nominal 16, up to 16 more)") {
 		t.Errorf("%s's timeline %+v: want it to end waiting for quota in ClusterQueue team-a since %v", victim, story.Timeline, pre.LastTransitionTime)
 	}
 

@@ -8,47 +8,34 @@ import (
 
 	kueueapi "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/events"
 	"github.com/schedloop/schedloop/internal/kueuereplay"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
 // ReplayInput reads Kueue's own objects into kueuereplay's inputs, so a
 // replay starts from exactly the quota and workloads Kueue admitted from:
-// each ClusterQueue's quotas per flavour and resource (in thousandths, for
-// CPU's sake; quota and requests alike), each Workload's requests summed
+// each ClusterQueue read as the collector reads it (events.KueueClusterQueueOf:
+// quotas per flavour and resource in thousandths, for CPU's sake; requests
+// alike), each Workload's requests summed
 // over its pod sets, its priority and its creation as arrival, run for run.
 // A workload asks each resource of the first flavour its ClusterQueue lists
 // for it, as Kueue tries flavours in order (the replay does not model
 // falling back to a later one). Usage starts at zero.
 func ReplayInput(cqs []kueueapi.ClusterQueue, lqs []kueueapi.LocalQueue, wls []kueueapi.Workload, run time.Duration) (scoring.KueueCohort, []kueuereplay.Workload, error) {
-	var cohort scoring.KueueCohort
+	stored := make([]schedloop.KueueClusterQueue, len(cqs))
 	firstFlavor := map[string]map[corev1.ResourceName]string{}
-	for _, cq := range cqs {
-		q := &scoring.KueueClusterQueue{Name: cq.Name, Cohort: string(cq.Spec.CohortName),
-			Quotas: map[scoring.FlavorResource]scoring.KueueQuota{}, Usage: map[scoring.FlavorResource]int64{}}
-		if cq.Spec.FairSharing != nil && cq.Spec.FairSharing.Weight != nil {
-			q.FairWeight = cq.Spec.FairSharing.Weight.AsApproximateFloat64()
-		}
+	for i, cq := range cqs {
+		stored[i] = events.KueueClusterQueueOf(cq, time.Time{})
 		firstFlavor[cq.Name] = map[corev1.ResourceName]string{}
-		for _, rg := range cq.Spec.ResourceGroups {
-			for _, f := range rg.Flavors {
-				for _, r := range f.Resources {
-					quota := scoring.KueueQuota{Nominal: r.NominalQuota.MilliValue()}
-					if r.BorrowingLimit != nil {
-						quota.BorrowingLimit = new(r.BorrowingLimit.MilliValue())
-					}
-					if r.LendingLimit != nil {
-						quota.LendingLimit = new(r.LendingLimit.MilliValue())
-					}
-					q.Quotas[scoring.FlavorResource{Flavor: string(f.Name), Resource: string(r.Name)}] = quota
-					if _, ok := firstFlavor[cq.Name][r.Name]; !ok {
-						firstFlavor[cq.Name][r.Name] = string(f.Name)
-					}
-				}
+		for _, r := range stored[i].Quotas {
+			if _, ok := firstFlavor[cq.Name][corev1.ResourceName(r.Resource)]; !ok {
+				firstFlavor[cq.Name][corev1.ResourceName(r.Resource)] = r.Flavor
 			}
 		}
-		cohort = append(cohort, q)
 	}
+	cohort := kueuereplay.Cohort(stored)
 	lqToCQ := map[string]string{}
 	for _, lq := range lqs {
 		lqToCQ[lq.Namespace+"/"+lq.Name] = string(lq.Spec.ClusterQueue)
