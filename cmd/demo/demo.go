@@ -37,7 +37,15 @@ const (
 )
 
 // schedulerConfig is the shipped KubeSchedulerConfiguration with leader
-// election off and the in-process cluster's kubeconfig.
+// election off, the in-process cluster's kubeconfig, and kube-scheduler's
+// retry backoff at its floor. The backoff is wall time: its defaults (1 s
+// doubling to 10 s, times the square root of a gang's size) stand for
+// speed times as much trace time, up to hours at the demo's pace, so a job
+// would wait for the scheduler's timer rather than for GPUs, by an amount
+// that depends on how many attempts the machine's timing happened to make.
+// The tuner's replays have no such timer; at one second, the floor, it is
+// minutes of trace time, mostly hidden by kube-scheduler trying a
+// backing-off pod at once when nothing else waits.
 func schedulerConfig(kubeconfig string) string {
 	return deploy.SchedulerConfig + fmt.Sprintf(`leaderElection:
   leaderElect: false
@@ -45,6 +53,8 @@ clientConnection:
   kubeconfig: %s
   qps: 500
   burst: 1000
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 1
 `, kubeconfig)
 }
 

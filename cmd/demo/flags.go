@@ -77,9 +77,9 @@ var (
 	shortPreset = preset{speed: 360, jobs: 80, skip: 35, nodes: 3, compress: 4}
 )
 
-// liveKnobs are the profile fields the shipped scheduler applies live:
-// every one.
-const liveKnobs = "weights,queues,gangTimeout,order,starvationBound,reservation,preemption"
+// liveKnobs are the profile fields the shipped scheduler applies live and
+// the tuner searches: every knob.
+const liveKnobs = "weights,queues,order,starvationBound,reservation,preemption"
 
 const usage = `demo runs schedloop's whole loop in one process and prints before/after figures.
 

@@ -52,15 +52,27 @@ type Knob string
 const (
 	KnobWeights         Knob = "weights"
 	KnobQueues          Knob = "queues"
-	KnobGangTimeout     Knob = "gangTimeout"
 	KnobOrder           Knob = "order"
 	KnobStarvationBound Knob = "starvationBound"
 	KnobReservation     Knob = "reservation"
 	KnobPreemption      Knob = "preemption"
 )
 
-// Knobs lists every knob.
-var Knobs = []Knob{KnobWeights, KnobQueues, KnobGangTimeout, KnobOrder, KnobStarvationBound, KnobReservation, KnobPreemption}
+// Knobs lists every knob. The gang timeout is not one: it bounds only how
+// long a gang's placed members wait at Permit for members that do not exist
+// yet (a member that exists but finds no node releases the gang at once,
+// scoring.GangBacksOff). Stored history records jobs whose members were all
+// created together, so no replay of it can tell one timeout from another;
+// a search over it would only spend evaluations, and a proposal moving it
+// would promise nothing the replays measured. The profile's
+// gangTimeoutSeconds stays as the operator sets it.
+var Knobs = []Knob{KnobWeights, KnobQueues, KnobOrder, KnobStarvationBound, KnobReservation, KnobPreemption}
+
+// notSearched names profile fields that were once knobs, with why the
+// search leaves them alone.
+var notSearched = map[Knob]string{
+	"gangTimeout": "the gang timeout is not searched: it bounds only a wait for gang members not yet created, which no replay of stored history contains; set gangTimeoutSeconds in the profile",
+}
 
 // KnobList joins knobs' names with commas.
 func KnobList(knobs []Knob) string {
@@ -78,6 +90,9 @@ func ParseKnobs(s string) ([]Knob, error) {
 		k := Knob(strings.TrimSpace(f))
 		if k == "" {
 			continue
+		}
+		if why, ok := notSearched[k]; ok {
+			return nil, fmt.Errorf("knob %q: %s", k, why)
 		}
 		if !slices.Contains(Knobs, k) {
 			return nil, fmt.Errorf("knob %q is unknown (known: %s)", k, KnobList(Knobs))
@@ -239,19 +254,6 @@ func allMoves(c Candidate, b Bounds, scale float64) []move {
 			}})
 		}
 	}
-	grow, shrink := 1+scale, 1/(1+scale)
-	eff := c.EffectiveGangTimeout()
-	out = append(out,
-		move{KnobGangTimeout, fmt.Sprintf("gangTimeout x%.2f", grow), func(c Candidate) Candidate {
-			n := c.Clone()
-			n.GangTimeout = min(time.Duration(float64(eff)*grow), scoring.MaxGangTimeout).Round(time.Second)
-			return n
-		}},
-		move{KnobGangTimeout, fmt.Sprintf("gangTimeout x%.2f", shrink), func(c Candidate) Candidate {
-			n := c.Clone()
-			n.GangTimeout = max(time.Duration(float64(eff)*shrink), MinGangTimeout).Round(time.Second)
-			return n
-		}})
 	return append(out, policyMoves(c, scale)...)
 }
 

@@ -304,28 +304,22 @@ func TestGuardrailBlocksAWorseHeadlineNumber(t *testing.T) {
 	}
 }
 
-// A zero gang timeout is scoring.DefaultGangTimeout on both sides, so the
-// search grows and shrinks it from 60 s; it used to grow a zero timeout to
-// 30 s (shorter than what the scheduler applied) and shrink it to "atomic".
-func TestGangTimeoutMovesFromTheTimeoutLiveMeans(t *testing.T) {
-	from := Candidate{scoring.DefaultParams()}
-	var grew, shrank bool
-	for _, mv := range moves(from, DefaultBounds(), 1, nil) {
-		if !strings.HasPrefix(mv.name, "gangTimeout") {
-			continue
+// The gang timeout bounds only a wait for members not yet created, which no
+// replay of stored history contains, so no move of the search, in descent
+// or in the policy grid, changes it.
+func TestSearchLeavesTheGangTimeout(t *testing.T) {
+	for _, timeout := range []time.Duration{0, 5 * time.Minute} {
+		from := Candidate{scoring.DefaultParams()}
+		from.GangTimeout = timeout
+		all := append(moves(from, DefaultBounds(), 1, nil), policyGrid(from, nil)...)
+		if len(all) == 0 {
+			t.Fatal("no moves at all")
 		}
-		got := DefaultBounds().Clamp(from, mv.apply(from)).EffectiveGangTimeout()
-		switch {
-		case got > scoring.DefaultGangTimeout:
-			grew = true
-		case got < scoring.DefaultGangTimeout && got >= MinGangTimeout:
-			shrank = true
-		default:
-			t.Errorf("%s: gang timeout %v from a zero (60 s) one", mv.name, got)
+		for _, mv := range all {
+			if got := mv.apply(from).GangTimeout; got != timeout {
+				t.Errorf("%s: gang timeout %v -> %v", mv.name, timeout, got)
+			}
 		}
-	}
-	if !grew || !shrank {
-		t.Errorf("moves from a zero gang timeout: grew %v, shrank %v; want both", grew, shrank)
 	}
 }
 
@@ -344,10 +338,10 @@ func TestKnobsLimitTheMoves(t *testing.T) {
 			t.Errorf("no move of knob %s", k)
 		}
 	}
-	only := []Knob{KnobWeights, KnobGangTimeout}
+	only := []Knob{KnobWeights, KnobOrder}
 	got := moves(from, DefaultBounds(), 1, only)
-	if len(got) != seen[KnobWeights]+seen[KnobGangTimeout] {
-		t.Errorf("%d moves limited to %v, want %d", len(got), only, seen[KnobWeights]+seen[KnobGangTimeout])
+	if len(got) != seen[KnobWeights]+seen[KnobOrder] {
+		t.Errorf("%d moves limited to %v, want %d", len(got), only, seen[KnobWeights]+seen[KnobOrder])
 	}
 	for _, mv := range got {
 		if !slices.Contains(only, mv.knob) {
@@ -366,6 +360,7 @@ func TestParseKnobs(t *testing.T) {
 		{"weights, queues,weights", []Knob{KnobWeights, KnobQueues}, ""},
 		{"weights,order,", []Knob{KnobWeights, KnobOrder}, ""},
 		{"weights,colour", nil, `knob "colour" is unknown`},
+		{"weights,gangTimeout", nil, `knob "gangTimeout": the gang timeout is not searched`},
 	}
 	for _, tc := range tests {
 		got, err := ParseKnobs(tc.in)
@@ -379,7 +374,7 @@ func TestParseKnobs(t *testing.T) {
 			t.Errorf("ParseKnobs(%q) = %v, %v, want %v", tc.in, got, err, tc.want)
 		}
 	}
-	if KnobList(Knobs) != "weights,queues,gangTimeout,order,starvationBound,reservation,preemption" {
+	if KnobList(Knobs) != "weights,queues,order,starvationBound,reservation,preemption" {
 		t.Errorf("KnobList = %q", KnobList(Knobs))
 	}
 }
