@@ -40,7 +40,7 @@ type tuneFlags struct {
 	maxWeightDelta, maxQueueChange   float64
 	maxGangFactor, rollbackThreshold float64
 	headlineTolerance                float64
-	preemption                       bool
+	preemption, kueueFairSharing     bool
 	highPriority                     int
 	percentageOfNodesToScore         int
 	record, dryRun, quiet            bool
@@ -60,6 +60,7 @@ func registerTuneFlags(fs *flag.FlagSet, getenv func(string) string) *tuneFlags 
 	fs.IntVar(&f.maxJobs, "max-jobs", 0, "replay at most the first N jobs by arrival (0: all)")
 	fs.StringVar(&f.levels, "topology-levels", strings.Join(trace.DefaultLevels, ","), "node-label keys of the topology levels, outermost first")
 	fs.Float64Var(&f.util, "util", trace.DefaultUtil, "GPU utilisation assumed for stored jobs while they run (0..1)")
+	fs.BoolVar(&f.kueueFairSharing, "kueue-fair-sharing", false, "replay Kueue's admission of the stored history with fair sharing on, as Kueue's Configuration sets it (stored ClusterQueues put Kueue in front of the replays)")
 	fs.StringVar(&f.current, "current", "", "current profile: a profile YAML file, \"default\" for the built-in default, or empty for the profile applied in the database (the default when none is)")
 	fs.StringVar(&f.name, "name", "", "name of the proposed profile (default tuned-<UTC time>)")
 	fs.StringVar(&f.objective, "objective", tuner.DefaultObjective().String(), "objective weights, metric=weight,... (all lower-is-better)")
@@ -142,7 +143,7 @@ func (f *tuneFlags) source(now time.Time) (tuner.Source, error) {
 		src.Levels = strings.Split(f.levels, ",")
 	}
 	if f.jobs == "" {
-		src.From, src.To, src.Util = now.Add(-f.since), now, f.util
+		src.From, src.To, src.Util, src.KueueFairSharing = now.Add(-f.since), now, f.util, f.kueueFairSharing
 	}
 	return src, nil
 }

@@ -67,7 +67,7 @@ func Recommend(cohort scoring.KueueCohort, wls []Workload, o RecommendOptions) (
 		o.MinGain = 0.01
 	}
 	replay := func(c scoring.KueueCohort) (time.Duration, map[string]time.Duration, error) {
-		res, err := Replay(clone(c), wls, o.FairSharing)
+		res, err := Replay(Clone(c), wls, o.FairSharing)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -88,7 +88,7 @@ func Recommend(cohort scoring.KueueCohort, wls []Workload, o RecommendOptions) (
 		return Recommendation{}, err
 	}
 	rec := Recommendation{WaitBefore: before, WaitAfter: before, QueueWaitBefore: beforeQ, QueueWaitAfter: beforeQ}
-	cur := clone(cohort)
+	cur := Clone(cohort)
 	for range o.MaxMoves {
 		bestWait, bestQ := rec.WaitAfter, rec.QueueWaitAfter
 		var best scoring.KueueCohort
@@ -104,7 +104,7 @@ func Recommend(cohort scoring.KueueCohort, wls []Workload, o RecommendOptions) (
 					if _, ok := recv.Quotas[fr]; !ok {
 						continue
 					}
-					cand := clone(cur)
+					cand := Clone(cur)
 					move(cand, donor.Name, recv.Name, fr, o.Step)
 					w, q, err := replay(cand)
 					if err != nil {
@@ -147,9 +147,9 @@ func move(c scoring.KueueCohort, from, to string, fr scoring.FlavorResource, ste
 	}
 }
 
-// clone copies a cohort deeply enough that a replay of the copy leaves the
+// Clone copies a cohort deeply enough that a replay of the copy leaves the
 // original's usage and quotas alone.
-func clone(c scoring.KueueCohort) scoring.KueueCohort {
+func Clone(c scoring.KueueCohort) scoring.KueueCohort {
 	out := make(scoring.KueueCohort, len(c))
 	for i, q := range c {
 		cp := *q

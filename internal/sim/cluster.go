@@ -87,6 +87,10 @@ type Job struct {
 	// Arrival, yet starts no earlier than Arrival. Zero: submitted at
 	// Arrival.
 	Queued time.Duration
+	// quotaHeld is how long Kueue held the job for quota before it arrived
+	// for placement (runBehindKueue): its wait and completion time count
+	// from its submission to Kueue.
+	quotaHeld time.Duration
 }
 
 // Submitted is when the job entered the queue, on the replay's clock.

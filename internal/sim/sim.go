@@ -53,6 +53,10 @@ type Config struct {
 	// each job that finishes, so a replay orders and reserves by what was
 	// known at the time. Nil uses each Job's Predicted.
 	Predictor Predictor
+	// Kueue, when set, puts Kueue in front of the scheduler: the jobs it
+	// names are admitted by quota first (kueue.go) and queue for placement
+	// from their admission. Nil: no Kueue, every job queues at its arrival.
+	Kueue *KueueFront
 }
 
 // Predictor predicts run times from what a replay has seen so far.
@@ -108,6 +112,8 @@ type Metrics struct {
 type Result struct {
 	Jobs    []Outcome
 	Metrics Metrics
+	// Kueue is what Kueue did, when Config.Kueue put it in front.
+	Kueue *KueueOutcome
 }
 
 type status uint8
@@ -216,6 +222,9 @@ type replay struct {
 // Run replays jobs on a copy of c under cfg. It is deterministic: the same
 // inputs give the same result.
 func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
+	if cfg.Kueue != nil {
+		return runBehindKueue(c, jobs, cfg)
+	}
 	weights := cfg.Weights
 	if cfg.Policy != "" {
 		weights = cfg.Policy.Weights()
@@ -787,8 +796,9 @@ func (r *replay) result(states []*jobState) Result {
 		case finished:
 			o.State = Done
 			m.Completed++
-			jct = append(jct, (js.end - js.job.Arrival).Seconds())
-			w := (js.start - js.job.Arrival).Seconds()
+			// A job held by Kueue's quota waited from before it arrived here.
+			jct = append(jct, (js.end - js.job.Arrival + js.job.quotaHeld).Seconds())
+			w := (js.start - js.job.Arrival + js.job.quotaHeld).Seconds()
 			waits = append(waits, w)
 			if js.job.Priority >= r.cfg.HighPriority {
 				hp = append(hp, w)

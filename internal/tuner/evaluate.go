@@ -18,6 +18,10 @@ import (
 type Workload struct {
 	Cluster *sim.Cluster
 	Jobs    []sim.Job
+	// Kueue, when set, is Kueue in front of the cluster (KueueFrontFromHistory):
+	// every replay of the workload admits its jobs by quota before placing
+	// them. Nil: no Kueue.
+	Kueue *sim.KueueFront
 }
 
 // Replays describes the perturbed copies of a workload every candidate is
@@ -48,6 +52,7 @@ func NewEvaluator(w Workload, r Replays, base sim.Config) *Evaluator {
 	if r.Count < 1 {
 		r.Count = 1
 	}
+	base.Kueue = w.Kueue
 	e := &Evaluator{cluster: w.Cluster, base: base, workers: runtime.GOMAXPROCS(0),
 		workload: scoring.TypicalWorkload(sim.Requests(w.Jobs), 0.95)}
 	for k := 0; k < r.Count; k++ {

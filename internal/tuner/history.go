@@ -1,12 +1,14 @@
 package tuner
 
 import (
+	"cmp"
 	"maps"
 	"math"
 	"slices"
 	"time"
 
 	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/kueuereplay"
 	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/trace"
@@ -155,4 +157,54 @@ func p95(v []float64) float64 {
 	v = slices.Clone(v)
 	slices.Sort(v)
 	return v[max(int(math.Ceil(0.95*float64(len(v))))-1, 0)]
+}
+
+// KueueFrontFromHistory puts Kueue in front of a workload replayed from
+// history: the stored ClusterQueues, and each job (named namespace/name) that
+// has a stored Workload submitted to its ClusterQueue: the one it was last
+// admitted to, else the one another Workload of its LocalQueue was admitted
+// to; a Workload whose ClusterQueue is neither known nor stored leaves its
+// job outside Kueue. A job asks its GPUs (members x per member, a shared GPU
+// by its share) of the flavour its Workload was assigned, else the first
+// flavour its ClusterQueue has GPU quota in. CPU and memory quotas are not
+// replayed: Kueue's GPU quota is what GPU jobs wait on. Kueue's fair sharing
+// is a setting of Kueue's own configuration, not of a ClusterQueue, so the
+// caller says whether it is on. Nil when no ClusterQueue is stored.
+func KueueFrontFromHistory(cqs []schedloop.KueueClusterQueue, wls []schedloop.KueueWorkload, jobs []sim.Job, fairSharing bool) *sim.KueueFront {
+	if len(cqs) == 0 {
+		return nil
+	}
+	gpuFlavor := map[string]string{}
+	for _, q := range cqs {
+		for _, r := range q.Quotas {
+			if _, ok := gpuFlavor[q.Name]; !ok && r.Resource == schedloop.GPUResourceName {
+				gpuFlavor[q.Name] = r.Flavor
+			}
+		}
+	}
+	byLocalQueue := map[string]string{}
+	for _, w := range wls {
+		if w.ClusterQueue != "" {
+			byLocalQueue[w.Namespace+"/"+w.LocalQueue] = w.ClusterQueue
+		}
+	}
+	byJob := map[string]schedloop.KueueWorkload{}
+	for _, w := range wls {
+		byJob[w.Namespace+"/"+w.Name] = w
+	}
+	front := &sim.KueueFront{Cohort: kueuereplay.Cohort(cqs), FairSharing: fairSharing, Jobs: map[string]sim.KueueJob{}}
+	for _, j := range jobs {
+		w, ok := byJob[j.Name]
+		if !ok {
+			continue
+		}
+		cq := cmp.Or(w.ClusterQueue, byLocalQueue[w.Namespace+"/"+w.LocalQueue])
+		flavor := cmp.Or(w.Flavors[schedloop.GPUResourceName], gpuFlavor[cq])
+		if _, stored := gpuFlavor[cq]; !stored || flavor == "" {
+			continue
+		}
+		front.Jobs[j.Name] = sim.KueueJob{Queue: cq, Req: map[scoring.FlavorResource]int64{
+			{Flavor: flavor, Resource: schedloop.GPUResourceName}: j.DemandMilli()}}
+	}
+	return front
 }

@@ -73,6 +73,9 @@ type Source struct {
 	Fanout    []int  `json:"fanout,omitempty"`
 	// MaxJobs cut the replay to the first jobs by arrival (0: all).
 	MaxJobs int `json:"maxJobs,omitempty"`
+	// KueueFairSharing replays Kueue's admission of stored history with
+	// fair sharing on (KueueFrontFromHistory).
+	KueueFairSharing bool `json:"kueueFairSharing,omitempty"`
 }
 
 // String describes s in one line.

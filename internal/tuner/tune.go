@@ -143,7 +143,7 @@ func windowComparison(o Objective, w Workload, base sim.Config, table predict.Ta
 			return Comparison{}, fmt.Errorf("window replay: %w", err)
 		}
 		cfg := base
-		cfg.Params, cfg.Workload, cfg.Predictor = c.Params.Clone(), typical, TablePredictor{P: p}
+		cfg.Params, cfg.Workload, cfg.Predictor, cfg.Kueue = c.Params.Clone(), typical, TablePredictor{P: p}, w.Kueue
 		res, err := sim.Run(w.Cluster, w.Jobs, cfg)
 		if err != nil {
 			return Comparison{}, fmt.Errorf("window replay: %w", err)

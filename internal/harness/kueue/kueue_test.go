@@ -1,6 +1,7 @@
 package kueue_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -31,6 +32,8 @@ import (
 	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/schedplugins"
 	"github.com/schedloop/schedloop/internal/schedplugins/schedtest"
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/store"
 	"github.com/schedloop/schedloop/internal/store/storetest"
 	"github.com/schedloop/schedloop/internal/trace"
@@ -43,9 +46,10 @@ const ns = "default"
 // schedloop's scheduler and Kueue with two teams' ClusterQueues in one
 // cohort.
 type env struct {
-	t *testing.T
-	c *harness.Cluster
-	k *kueue.Kueue
+	t     *testing.T
+	c     *harness.Cluster
+	k     *kueue.Kueue
+	nodes []trace.Node
 }
 
 func newEnv(t *testing.T) *env {
@@ -81,7 +85,7 @@ func newEnv(t *testing.T) *env {
 			t.Errorf("kueue stopped with %v", err)
 		}
 	})
-	e := &env{t: t, c: c, k: k}
+	e := &env{t: t, c: c, k: k, nodes: nodes}
 	e.queues()
 	return e
 }
@@ -410,8 +414,9 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 		t.Errorf("%s's timeline %+v: want it to end waiting for quota in ClusterQueue team-a since %v", victim, story.Timeline, pre.LastTransitionTime)
 	}
 
-	// The simulator's replay of Kueue from the same objects admits and
-	// evicts in the order Kueue did, as the collector recorded it.
+	// The simulator's replay behind Kueue, from the same objects, admits and
+	// evicts in the order Kueue did, as the collector recorded it, and
+	// places what it admits.
 	liveSteps := liveOrder(stored)
 	replayed := e.replay()
 	t.Logf("live:     %v", liveSteps)
@@ -460,9 +465,12 @@ func liveOrder(stored []schedloop.KueueWorkload) []string {
 	return out
 }
 
-// replay runs kueuereplay over the cluster's own ClusterQueues, LocalQueues
-// and Workloads, with fair sharing on as Kueue runs here, and returns its
-// admissions and evictions up to now.
+// replay runs the simulator behind Kueue (sim.Config.Kueue, whose quota
+// replay is kueuereplay's) over the cluster's own nodes, ClusterQueues,
+// LocalQueues and Workloads, with fair sharing on as Kueue runs here, and
+// returns its admissions and evictions up to now. Every job the replay
+// admitted by now must start in the simulator's placement at its admission,
+// as the live scheduler placed each admitted gang at once.
 func (e *env) replay() []string {
 	e.t.Helper()
 	ctx := e.t.Context()
@@ -478,16 +486,30 @@ func (e *env) replay() []string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	res, err := kueuereplay.Replay(cohort, workloads, true)
+	slices.SortFunc(workloads, func(a, b kueuereplay.Workload) int {
+		return cmp.Or(a.Arrive.Compare(b.Arrive), strings.Compare(a.Key, b.Key))
+	})
+	origin := workloads[0].Arrive
+	front := sim.KueueFront{Cohort: cohort, FairSharing: true, Jobs: map[string]sim.KueueJob{}}
+	var jobs []sim.Job
+	for _, w := range workloads {
+		i := slices.IndexFunc(wls.Items, func(wl kueueapi.Workload) bool { return wl.Namespace+"/"+wl.Name == w.Key })
+		ps := wls.Items[i].Spec.PodSets[0]
+		gpus := ps.Template.Spec.Containers[0].Resources.Requests[podspec.ResourceGPU]
+		jobs = append(jobs, sim.Job{Name: w.Key, Arrival: w.Arrive.Sub(origin), Duration: w.Run, Members: int(ps.Count),
+			Request: scoring.Request{GPUs: int(gpus.Value())}, Priority: w.Priority, Util: 1})
+		front.Jobs[w.Key] = sim.KueueJob{Queue: w.Queue, Req: w.Req}
+	}
+	res, err := sim.Run(sim.NewCluster(trace.Inventory{Nodes: e.nodes}), jobs, sim.Config{Params: scoring.DefaultParams(), Kueue: &front})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	// The replay plays on to the last finish, hours ahead; the cluster has
 	// lived until now.
-	now := time.Now()
+	now := time.Now().Sub(origin)
 	var out []string
-	for _, ev := range res.Events {
-		if ev.At.After(now) {
+	for _, ev := range res.Kueue.Quota.Events {
+		if ev.At.Sub(time.Time{}) > now {
 			break
 		}
 		_, name, _ := strings.Cut(ev.Key, "/")
@@ -496,6 +518,11 @@ func (e *env) replay() []string {
 			out = append(out, "admit "+name)
 		case kueuereplay.Evicted:
 			out = append(out, "evict "+name)
+		}
+	}
+	for i, j := range jobs {
+		if at, ok := res.Kueue.Admitted[j.Name]; ok && at <= now && (res.Jobs[i].Start != at || res.Jobs[i].State == sim.Unfinished) {
+			e.t.Errorf("simulator: %s admitted at %v, placed %+v; want it started at its admission", j.Name, at, res.Jobs[i])
 		}
 	}
 	return out

@@ -99,6 +99,17 @@ func Load(ctx context.Context, s *store.Store, src tuner.Source) (tuner.Workload
 			hist = kept
 		}
 		w.Jobs = tuner.JobsFromHistory(hist, src.From, src.To, src.Util)
+		// With Kueue's ClusterQueues stored, Kueue is in front of the
+		// replays, as it was in front of the cluster.
+		cqs, err := s.KueueClusterQueues(ctx)
+		if err != nil {
+			return w, err
+		}
+		wls, err := s.KueueWorkloads(ctx, src.Namespace)
+		if err != nil {
+			return w, err
+		}
+		w.Kueue = tuner.KueueFrontFromHistory(cqs, wls, w.Jobs, src.KueueFairSharing)
 	default:
 		return w, errors.New("no jobs file and no database to read the history from")
 	}

@@ -1,0 +1,59 @@
+package tuner
+
+import (
+	"testing"
+	"time"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/sim"
+)
+
+// TestKueueFrontFromHistory: a job with a Workload waits in the ClusterQueue
+// it was admitted to, asking its GPUs of its assigned flavour; one never
+// admitted waits in the ClusterQueue its LocalQueue's other Workloads went
+// to; a job without a Workload, or whose ClusterQueue is not stored, is
+// outside Kueue. The tuner's replays then admit by quota: a team's second
+// job waits for its first while the cluster has room.
+func TestKueueFrontFromHistory(t *testing.T) {
+	cqs := []schedloop.KueueClusterQueue{{Name: "team-a", Quotas: []schedloop.KueueQuota{
+		{Flavor: "cpu", Resource: "cpu", Nominal: 64000},
+		{Flavor: "h100", Resource: schedloop.GPUResourceName, Nominal: 8000}}}}
+	wls := []schedloop.KueueWorkload{
+		{Namespace: "ml", Name: "a1", LocalQueue: "lq", ClusterQueue: "team-a", Flavors: map[string]string{schedloop.GPUResourceName: "h100"}},
+		{Namespace: "ml", Name: "a2", LocalQueue: "lq"},
+		{Namespace: "ml", Name: "lost", LocalQueue: "other"},
+	}
+	job := func(name string, at time.Duration) sim.Job {
+		return sim.Job{Name: "ml/" + name, Arrival: at, Duration: time.Hour, Members: 1, Request: scoring.Request{GPUs: 8}, Util: 1}
+	}
+	jobs := []sim.Job{job("a1", 0), job("a2", time.Minute), job("lost", time.Minute), job("free", time.Minute)}
+	front := KueueFrontFromHistory(cqs, wls, jobs, false)
+	fr := scoring.FlavorResource{Flavor: "h100", Resource: schedloop.GPUResourceName}
+	if len(front.Jobs) != 2 || front.Jobs["ml/a1"].Queue != "team-a" || front.Jobs["ml/a2"].Queue != "team-a" ||
+		front.Jobs["ml/a1"].Req[fr] != 8000 || len(front.Jobs["ml/a1"].Req) != 1 {
+		t.Fatalf("front jobs = %+v; want ml/a1 and ml/a2 in team-a asking 8 GPUs of h100", front.Jobs)
+	}
+	if KueueFrontFromHistory(nil, wls, jobs, false) != nil {
+		t.Error("a front without stored ClusterQueues; want none")
+	}
+
+	w := Workload{Cluster: &sim.Cluster{Depth: 1}, Jobs: jobs, Kueue: front}
+	for i := range 4 {
+		w.Cluster.Nodes = append(w.Cluster.Nodes, scoring.NewNode(string(rune('a'+i)), "H100", 8, 64000, 1<<20, "rack-0"))
+	}
+	cand := Candidate{Params: scoring.DefaultParams()}
+	behind, err := NewEvaluator(w, Replays{Count: 1}, sim.Config{}).Evaluate(t.Context(), cand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Kueue = nil
+	free, err := NewEvaluator(w, Replays{Count: 1}, sim.Config{}).Evaluate(t.Context(), cand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Behind Kueue a2 starts at 1h, not at 1m: the mean JCT grows by 59m/4.
+	if d := behind.PerReplay[0][MetricMeanJCT] - free.PerReplay[0][MetricMeanJCT]; d != (59*time.Minute).Seconds()/4 {
+		t.Errorf("mean JCT behind Kueue exceeds the free replay's by %vs, want %vs", d, (59*time.Minute).Seconds()/4)
+	}
+}
