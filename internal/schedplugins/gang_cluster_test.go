@@ -174,3 +174,48 @@ func (e *env) oneGangWins(a, b string, members int) (winner, loser string) {
 	})
 	return winner, loser
 }
+
+// A gang admitted on capacity whose last member finds no node (a taint the
+// fit cannot see) is released whole, declared either way, with the reason
+// naming how many members were placed before the failure: for a Workload
+// API gang by its pod-group cycle's PodGroupPostFilter, since the
+// scheduler runs no PostFilter for the pods of that cycle. Nothing stays
+// held: a lone pod takes a node the gang tried, and once capacity is freed
+// and the taint gone the gang is tried again and lands whole.
+func TestGangReleasedWhenAMemberFindsNoNode(t *testing.T) {
+	e := newEnv(t, gpuNodes("n", 3, nil), "")
+	ctx := t.Context()
+	setTaint := func(name string, on bool) {
+		t.Helper()
+		n, err := e.c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Spec.Taints = nil
+		if on {
+			n.Spec.Taints = []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}
+		}
+		if _, err := e.c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, api := range gangAPIs {
+		name := string(api) + "-tri"
+		setTaint("n02", true)
+		e.gangAs(api, name, ours, 3, 8)
+		note := e.waitGangReason(api, name, "gang default/"+name+" incomplete: 2/3 members")
+		t.Logf("%s: %s", api, note)
+		if b, _ := e.placement(name + "-"); len(b) != 0 {
+			t.Fatalf("%s: %d members of a gang missing one bound", api, len(b))
+		}
+		e.pod("lone", ours, 8)
+		e.waitBound("lone", 1)
+
+		setTaint("n02", false)
+		e.deletePods("lone")
+		if n := len(nodesOf(e.waitBound(name+"-", 3))); n != 3 {
+			t.Fatalf("%s: gang of 3x8 GPUs on %d nodes", api, n)
+		}
+		e.deletePods(name + "-")
+	}
+}

@@ -218,12 +218,16 @@ func TestGangLeavesADomainThatRefusesIt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.gang("train", ours, 4, 8, 0)
-	bound := e.waitBound("train-", 4)
-	for pod, node := range bound {
-		if node >= "h06" && node <= "h09" {
-			t.Errorf("%s bound to tainted node %s", pod, node)
+	for _, api := range gangAPIs {
+		name := string(api) + "-train"
+		e.gangAs(api, name, ours, 4, 8)
+		bound := e.waitBound(name+"-", 4)
+		for pod, node := range bound {
+			if node >= "h06" && node <= "h09" {
+				t.Errorf("%s: %s bound to tainted node %s", api, pod, node)
+			}
 		}
+		t.Logf("%s: gang placed on %v", api, nodesOf(bound))
+		e.deletePods(name + "-")
 	}
-	t.Logf("gang placed on %v", nodesOf(bound))
 }

@@ -117,6 +117,8 @@ var (
 	_ fwk.PermitPlugin      = &Gang{}
 	_ fwk.EnqueueExtensions = &Gang{}
 	_ fwk.PreEnqueuePlugin  = &Gang{}
+
+	_ fwk.PodGroupPostFilterPlugin = &Gang{}
 )
 
 // New builds the plugin over a shared manager (see schedplugins.Set).
@@ -173,10 +175,10 @@ func (g *Gang) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
 const stateKey fwk.StateKey = Name
 
 type cycleGang struct {
-	key, name string
-	min       int
-	timeout   time.Duration
-	req       scoring.Request
+	key, namespace, name string
+	min                  int
+	timeout              time.Duration
+	req                  scoring.Request
 }
 
 func (c *cycleGang) Clone() fwk.StateData { return c }
@@ -229,8 +231,38 @@ func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 			return nil, fwk.NewStatus(fwk.Unschedulable, reasons.GangIncomplete(pod.Namespace, name, c.Placed+fit, minMember))
 		}
 	}
-	state.Write(stateKey, &cycleGang{key: key, name: name, min: minMember, req: req, timeout: g.timeout(state, pg)})
+	cg := &cycleGang{key: key, namespace: pod.Namespace, name: name, min: minMember, req: req, timeout: g.timeout(state, pg)}
+	state.Write(stateKey, cg)
+	if state.IsPodGroupSchedulingCycle() {
+		if gs := state.GetPodGroupSchedulingCycle(); gs != nil {
+			if _, err := gs.Read(stateKey); err != nil {
+				gs.Write(stateKey, &groupTrial{gang: cg})
+			}
+		}
+	}
 	return nil, nil
+}
+
+// groupTrial is what a Workload API gang's pod-group cycle learnt, for
+// PodGroupPostFilter: the gang was admitted (PreFilter wrote it) and how
+// many of its members were placed at most, its members placed before this
+// cycle included, before the cycle failed.
+type groupTrial struct {
+	gang   *cycleGang
+	placed int
+}
+
+func (t *groupTrial) Clone() fwk.StateData { return t }
+
+func readTrial(state fwk.PodGroupCycleState) *groupTrial {
+	if state == nil {
+		return nil
+	}
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil
+	}
+	return d.(*groupTrial)
 }
 
 // apiName names a gang API in a refusal.
@@ -289,21 +321,63 @@ func (g *Gang) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 		fmt.Sprintf("gang %s does not preempt: only lone pods evict others", key))
 }
 
-// Reserve records the member's reservation.
+// PodGroupPostFilter is PostFilter's release for a Workload API gang:
+// kube-scheduler runs no PostFilter for the pods of a pod-group cycle, only
+// this, once the cycle has failed and taken back the reservations it tried.
+// A gang that was admitted and had a member placed (in this cycle, or
+// holding a reservation from an earlier one) when another found no node is
+// released as a scheduler-plugins gang is (scoring.GangBacksOff): members
+// still held at Permit are rejected, the gang backs off, and the reason,
+// with the count of members placed before the failure, is added to the
+// group's. The in-tree GangScheduling plugin has already kept the cycle
+// all-or-nothing (PlacementFeasible); this is what it does not do.
+func (g *Gang) PodGroupPostFilter(_ context.Context, state fwk.PodGroupCycleState, _ fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+	t := readTrial(state)
+	if t == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	cg := t.gang
+	placed := max(t.placed, g.mgr.Count(cg.key).Placed)
+	if !scoring.GangBacksOff(true, placed > 0 || g.mgr.Reserving(cg.key)) || placed >= cg.min {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	why := reasons.GangIncomplete(cg.namespace, cg.name, placed, cg.min)
+	g.mgr.Release(cg.key, Name, why)
+	return nil, fwk.NewStatus(fwk.Unschedulable, why)
+}
+
+// Reserve records the member's reservation; within a pod-group cycle, as
+// a trial (core.Manager.Try).
 func (g *Gang) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
-	if cg := readGang(state); cg != nil {
-		g.mgr.Reserve(pod, cg.key, scoring.GangDemand{Request: cg.req, Members: cg.min})
+	cg := readGang(state)
+	if cg == nil {
+		return nil
+	}
+	demand := scoring.GangDemand{Request: cg.req, Members: cg.min}
+	if !state.IsPodGroupSchedulingCycle() {
+		g.mgr.Reserve(pod, cg.key, demand)
+		return nil
+	}
+	g.mgr.Try(pod, cg.key, demand)
+	if t := readTrial(state.GetPodGroupSchedulingCycle()); t != nil {
+		t.placed = max(t.placed, g.mgr.Count(cg.key).Placed)
 	}
 	return nil
 }
 
-// Unreserve returns the member's reservation and releases the rest of its gang.
+// Unreserve returns the member's reservation and releases the rest of its
+// gang. Within a pod-group cycle the scheduler takes back every trial
+// reservation, whether the group fits or not, so only the reservation is
+// returned there: PodGroupPostFilter releases a gang whose cycle failed.
 func (g *Gang) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
 	cg := readGang(state)
 	if cg == nil {
 		return
 	}
 	g.mgr.Unreserve(pod, cg.key)
+	if state.IsPodGroupSchedulingCycle() {
+		return
+	}
 	c := g.mgr.Count(cg.key)
 	g.mgr.Release(cg.key, Name, reasons.GangIncomplete(pod.Namespace, cg.name, c.Placed, cg.min))
 }

@@ -289,6 +289,12 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	if level < 0 {
 		state.Write(confinedKey, confinedByPreference{})
+		if state.IsPodGroupSchedulingCycle() {
+			// PodGroupPostFilter unconfines the gang if its cycle fails.
+			if gs := state.GetPodGroupSchedulingCycle(); gs != nil {
+				gs.Write(confinedKey, confinedGang{key: key})
+			}
+		}
 	}
 	return &fwk.PreFilterResult{NodeNames: t.inPlan(plan, nodes)}, nil
 }
@@ -380,6 +386,12 @@ type confinedByPreference struct{}
 
 func (confinedByPreference) Clone() fwk.StateData { return confinedByPreference{} }
 
+// confinedGang marks a pod-group cycle in which PreFilter confined the
+// gang key to its domain without a required level.
+type confinedGang struct{ key string }
+
+func (c confinedGang) Clone() fwk.StateData { return c }
+
 // PostFilter unconfines a gang whose member fit no node of a domain it was
 // confined to only by preference: the plan counted resources, and something
 // it does not model (taints, affinity, ports) turned the domain's nodes down,
@@ -399,14 +411,26 @@ func (t *Topology) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.P
 
 var _ fwk.PodGroupPostFilterPlugin = &Topology{}
 
-// PodGroupPostFilter plans the reservation of a Workload API gang whose
-// pod-group cycle failed, as PostFilter does for a scheduler-plugins
-// gang's member: kube-scheduler runs no PostFilter for the pods of a
-// pod-group cycle, only this, once for the group. A member stands for its
-// job. It never makes the group schedulable.
-func (t *Topology) PodGroupPostFilter(_ context.Context, _ fwk.PodGroupCycleState, pg fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+// PodGroupPostFilter does for a Workload API gang whose pod-group cycle
+// failed what PostFilter does for a scheduler-plugins gang's member:
+// kube-scheduler runs no PostFilter for the pods of a pod-group cycle, only
+// this, once for the group. It plans the gang's reservation (a member
+// stands for its job), and unconfines a gang that PreFilter confined to
+// its domain by preference alone. A scheduler-plugins gang's next member
+// then tries outside the domain at once; a Workload API gang's members all
+// failed in this cycle, so they are retried at once (core.Manager.Retry)
+// rather than wait for a cluster event that may never come. It never makes
+// the group schedulable.
+func (t *Topology) PodGroupPostFilter(_ context.Context, state fwk.PodGroupCycleState, pg fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
 	if pods := pg.GetUnscheduledPods(); len(pods) > 0 {
 		t.failed(nil, pods[0])
+	}
+	if state != nil && t.mgr != nil {
+		if d, err := state.Read(confinedKey); err == nil {
+			key := d.(confinedGang).key
+			t.mgr.Unconfine(key)
+			t.mgr.Retry(key)
+		}
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }

@@ -530,6 +530,27 @@ func (m *Manager) Reserve(pod *v1.Pod, key string, demand scoring.GangDemand) {
 	m.queueStatus(key)
 }
 
+// Try records that pod holds a reservation within the scheduler's
+// pod-group cycle, where the whole group is tried at once and every
+// reservation is a trial the scheduler takes back (Unreserve) before it
+// acts on the outcome: it reserves again for binding when the group fits,
+// and runs PodGroupPostFilter when it does not. The other members are in
+// the same cycle, so none is activated, and the gang's gate (Gated) stays
+// as Tried set it.
+func (m *Manager) Try(pod *v1.Pod, key string, demand scoring.GangDemand) {
+	m.mu.Lock()
+	g := m.gang(key)
+	g.reserved[pod.UID] = struct{}{}
+	g.demand = demand
+	m.mu.Unlock()
+}
+
+// Retry ends key's gate and moves its waiting members to the active queue
+// at once: its next attempt differs from the one that failed (a domain
+// that refused it no longer confines it), so no cluster event needs to
+// come first. Members still in flight are queued when they come back.
+func (m *Manager) Retry(key string) { m.activate(key) }
+
 // Unreserve drops pod's reservation.
 func (m *Manager) Unreserve(pod *v1.Pod, key string) {
 	m.mu.Lock()
