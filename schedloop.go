@@ -362,3 +362,47 @@ type KueueQuota struct {
 	Reserved       int64
 	Borrowed       int64
 }
+
+// ClaimState is where a ResourceClaim is in its life, as the collector saw it.
+type ClaimState string
+
+const (
+	ClaimPending     ClaimState = "pending"     // not allocated
+	ClaimAllocated   ClaimState = "allocated"   // allocated, reserved for no consumer
+	ClaimReserved    ClaimState = "reserved"    // allocated and reserved for a consumer
+	ClaimDeallocated ClaimState = "deallocated" // its allocation was released
+	ClaimDeleted     ClaimState = "deleted"
+)
+
+// ResourceClaim is a DRA ResourceClaim as the collector saw it. Each time
+// is the first it was seen in that state; zero when it never was.
+type ResourceClaim struct {
+	UID, Namespace, Name string
+	State                ClaimState
+	// Node is where its devices are (the allocation's node selector names
+	// it, or the devices' pool); empty while not allocated.
+	Node string
+	// ReservedFor are the UIDs of the pods it is reserved for.
+	ReservedFor []string
+	// Devices are its allocation's devices as driver/pool/device, and
+	// DeviceUUIDs their UUIDs as the slices published them (a MIG
+	// instance's own MIG- UUID). LostDevices are those that left their
+	// slices while the claim held them. A deallocated claim keeps the
+	// devices it last held.
+	Devices, DeviceUUIDs, LostDevices []string
+	// GPUs and MIGInstances are what it asks of NVIDIA's driver.
+	GPUs, MIGInstances                                           int
+	CreatedAt, AllocatedAt, ReservedAt, DeallocatedAt, DeletedAt time.Time
+}
+
+// DRADevice is one device a ResourceSlice publishes. Empty strings and a
+// zero memory mean the slice did not say; Unknown are the attributes and
+// capacities schedloop does not read, and Problems each attribute that was
+// missing or of the wrong kind, naming it and the value.
+type DRADevice struct {
+	Driver, Pool, Device, Node string
+	Type, UUID, ParentUUID     string
+	Product, Profile, Clique   string
+	MemoryBytes                int64
+	Unknown, Problems          []string
+}

@@ -72,6 +72,9 @@ type Device struct {
 	HasNUMA                  bool
 	MemoryBytes              int64 // 0: not published
 	Unknown                  []string
+	// Problems says which attribute was missing or of the wrong kind,
+	// naming it and the slice; the device is kept as far as it was read.
+	Problems []string
 }
 
 // Key names a device the way an allocation result does.
@@ -79,6 +82,11 @@ func (d Device) Key() Key { return Key{Driver: d.Driver, Pool: d.Pool, Device: d
 
 // GPU reports whether d is a whole NVIDIA GPU.
 func (d Device) GPU() bool { return d.Driver == Driver && d.Type == TypeGPU }
+
+// MIG reports whether d is a MIG instance of an NVIDIA GPU. Its UUID is
+// the instance's own MIG- UUID, the one NVML and DCGM name it by; the
+// driver does not publish its GPU instance id.
+func (d Device) MIG() bool { return d.Driver == Driver && d.Type == TypeMIG }
 
 // Key identifies a device across slices: driver, pool and device name.
 type Key struct{ Driver, Pool, Device string }
@@ -99,13 +107,16 @@ func Devices(slice *resourcev1.ResourceSlice) (devs []Device, problems []string)
 		if node != nil {
 			dev.Node = *node
 		}
+		bad := func(format string, args ...any) {
+			dev.Problems = append(dev.Problems, fmt.Sprintf("slice %s device %s: ", slice.Name, d.Name)+fmt.Sprintf(format, args...))
+		}
 		str := func(name resourcev1.QualifiedName, dst *string) {
 			a, ok := d.Attributes[name]
 			if !ok {
 				return
 			}
 			if a.StringValue == nil {
-				problems = append(problems, fmt.Sprintf("slice %s device %s: attribute %s is not a string", slice.Name, d.Name, name))
+				bad("attribute %s is not a string (%s)", name, attrValue(a))
 				return
 			}
 			*dst = *a.StringValue
@@ -126,7 +137,7 @@ func Devices(slice *resourcev1.ResourceSlice) (devs []Device, problems []string)
 		if a, ok := d.Attributes[AttrNUMANode]; ok {
 			known[AttrNUMANode] = true
 			if a.IntValue == nil {
-				problems = append(problems, fmt.Sprintf("slice %s device %s: attribute %s is not an integer", slice.Name, d.Name, AttrNUMANode))
+				bad("attribute %s is not an integer (%s)", AttrNUMANode, attrValue(a))
 			} else {
 				dev.NUMANode, dev.HasNUMA = *a.IntValue, true
 			}
@@ -145,11 +156,27 @@ func Devices(slice *resourcev1.ResourceSlice) (devs []Device, problems []string)
 		}
 		sort.Strings(dev.Unknown)
 		if dev.Driver == Driver && (dev.Type == TypeGPU || dev.Type == TypeMIG) && dev.UUID == "" {
-			problems = append(problems, fmt.Sprintf("slice %s device %s: attribute %s missing", slice.Name, d.Name, AttrUUID))
+			bad("attribute %s missing", AttrUUID)
 		}
+		problems = append(problems, dev.Problems...)
 		devs = append(devs, dev)
 	}
 	return devs, problems
+}
+
+// attrValue describes what an attribute holds, for a problem's text.
+func attrValue(a resourcev1.DeviceAttribute) string {
+	switch {
+	case a.StringValue != nil:
+		return fmt.Sprintf("string %q", *a.StringValue)
+	case a.IntValue != nil:
+		return fmt.Sprintf("int %d", *a.IntValue)
+	case a.BoolValue != nil:
+		return fmt.Sprintf("bool %t", *a.BoolValue)
+	case a.VersionValue != nil:
+		return fmt.Sprintf("version %q", *a.VersionValue)
+	}
+	return "no value"
 }
 
 // Inventory is every device of a set of ResourceSlices, by key. Slices of
@@ -209,6 +236,25 @@ func (inv *Inventory) GPUs(node string) int {
 		}
 	}
 	return n
+}
+
+// All is every device the inventory holds, ordered by driver, pool and
+// name.
+func (inv *Inventory) All() []Device {
+	out := make([]Device, 0, len(inv.byKey))
+	for _, d := range inv.byKey {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b Device) int {
+		if c := strings.Compare(a.Driver, b.Driver); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Pool, b.Pool); c != 0 {
+			return c
+		}
+		return CompareNames(a.Name, b.Name)
+	})
+	return out
 }
 
 // Len is how many devices the inventory holds.

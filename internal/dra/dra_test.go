@@ -72,13 +72,16 @@ func TestDevicesBadAttributes(t *testing.T) {
 		t.Fatalf("%d devices, want all 3 kept", len(devs))
 	}
 	want := []string{
-		"slice bad device gpu-0: attribute resource.kubernetes.io/numaNode is not an integer",
+		"slice bad device gpu-0: attribute resource.kubernetes.io/numaNode is not an integer (string \"zero\")",
 		"slice bad device gpu-0: attribute uuid missing",
-		"slice bad device gpu-1: attribute uuid is not a string",
+		"slice bad device gpu-1: attribute uuid is not a string (int 7)",
 		"slice bad device gpu-1: attribute uuid missing",
 	}
 	if !slices.Equal(problems, want) {
 		t.Errorf("problems\n%s\nwant\n%s", strings.Join(problems, "\n"), strings.Join(want, "\n"))
+	}
+	if got := append(slices.Clone(devs[0].Problems), devs[1].Problems...); !slices.Equal(got, want) {
+		t.Errorf("the devices' own problems %v, want %v", got, want)
 	}
 	if !slices.Equal(devs[0].Unknown, []string{"vendor.example.com/thing"}) || devs[0].HasNUMA {
 		t.Errorf("gpu-0 %+v", devs[0])

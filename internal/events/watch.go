@@ -462,6 +462,18 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	if len(w.dra.slices) > 0 {
 		inv = w.inventory()
 	}
+	dirtyClaims := w.dra.dirty
+	w.dra.dirty = map[string]dirtyClaim{}
+	var claimRows []schedloop.ResourceClaim
+	if len(dirtyClaims) > 0 {
+		claimInv := inv
+		if claimInv == nil {
+			claimInv = dra.NewInventory(nil)
+		}
+		for _, d := range dirtyClaims {
+			claimRows = append(claimRows, w.claimRow(d.claim, d.deleted, now, claimInv))
+		}
+	}
 	derive := map[string]bool{}
 	for _, g := range groups {
 		jobs[g.uid] = w.resolved(g).job(0, 0)
@@ -527,9 +539,11 @@ func (w *Watcher) Flush(ctx context.Context) error {
 		nodeRows = append(nodeRows, w.clock.toNode(n, now))
 	}
 	var gpuRows []schedloop.GPU
+	var deviceRows []schedloop.DRADevice
 	gpusDirty := w.dra.inventoryDirty && inv != nil
 	if gpusDirty {
 		gpuRows = draGPUs(inv, w.knownNodes)
+		deviceRows = draDevices(inv)
 		w.dra.inventoryDirty = false
 	}
 	w.mu.Unlock()
@@ -537,6 +551,14 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	err := w.write(ctx, podRows, jobs, derive, eventRows, attempts, nodeRows)
 	if gs, ok := w.opts.Store.(GPUStore); ok && err == nil && len(gpuRows) > 0 {
 		err = gs.UpsertGPUs(ctx, gpuRows)
+	}
+	if ds, ok := w.opts.Store.(DRAStore); ok && err == nil {
+		if gpusDirty {
+			err = ds.ReplaceDRADevices(ctx, deviceRows, w.clock.at(now))
+		}
+		if err == nil && len(claimRows) > 0 {
+			err = ds.UpsertResourceClaims(ctx, claimRows)
+		}
 	}
 	if err == nil && len(preemptions) > 0 {
 		err = w.opts.Store.UpsertPreemptions(ctx, preemptions)
@@ -557,6 +579,11 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	if err != nil {
 		if gpusDirty {
 			w.dra.inventoryDirty = true
+		}
+		for uid, d := range dirtyClaims {
+			if _, newer := w.dra.dirty[uid]; !newer {
+				w.dra.dirty[uid] = d
+			}
 		}
 		for uid, p := range pods {
 			if _, newer := w.pods[uid]; !newer {

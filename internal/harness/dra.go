@@ -110,7 +110,7 @@ func resourceSlices(m *machine, node *corev1.Node) []*resourcev1.ResourceSlice {
 			if in.part != p {
 				continue
 			}
-			d := gpuDevice(m, node, index, "MIG-"+strings.TrimPrefix(parent, "GPU-")[:23]+"-"+in.id)
+			d := gpuDevice(m, node, index, migUUID(parent, in))
 			d.Name = migDeviceName(index, in)
 			d.Attributes[dra.AttrType] = resourcev1.DeviceAttribute{StringValue: ptr.To(dra.TypeMIG)}
 			d.Attributes[dra.AttrParentUUID] = resourcev1.DeviceAttribute{StringValue: ptr.To(parent)}

@@ -73,6 +73,12 @@ func partitionMIG(spec trace.Node) (instances []migInstance, partUUID []string, 
 	return instances, partUUID, nil
 }
 
+// migUUID is the MIG- UUID of instance in of the GPU parent, derived from
+// both so that the exporter's view and the DRA driver's slices agree.
+func migUUID(parent string, in migInstance) string {
+	return "MIG-" + uuid.NewSHA1(uuid.NameSpaceOID, []byte(parent+"/"+in.id)).String()
+}
+
 // takeMIG gives the pod key the free instances pod asks for, lowest GPU and
 // id first, or takes none and says which profile ran short.
 func (m *machine) takeMIG(key string, pod *corev1.Pod) ([]int, error) {
@@ -121,7 +127,7 @@ func (n *Nodes) migGPUs(m *machine) []exporter.GPU {
 			}
 			share := float64(in.slices) / total
 			g := exporter.GPU{Index: whole.Index, UUID: id, Model: model, MemoryMiB: int64(float64(mem) * share),
-				Instance: in.id, Profile: in.profile}
+				Instance: in.id, Profile: in.profile, MIGUUID: migUUID(id, in)}
 			if r := n.runs[in.holder]; r != nil {
 				ns, name, _ := cache.SplitMetaNamespaceKey(in.holder)
 				g.Pod, g.Namespace, g.Container = name, ns, r.container

@@ -33,6 +33,10 @@ type GPU struct {
 	// partitioned GPU's instances under the GPU's UUID and index, beside
 	// the whole GPU's own series; MemoryMiB is then the instance's part.
 	Instance, Profile string
+	// MIGUUID is a MIG instance's own UUID, as NVML and DCGM name it
+	// (DCGM_FI_DEV_UUID of the GPU instance entity) and NVIDIA's DRA
+	// driver publishes it. dcgm-exporter does not print it.
+	MIGUUID string
 	// The pod holding the GPU; empty when the GPU is free.
 	Pod, Namespace, Container string
 	Util                      float64 // 0..1 while held; free GPUs are idle
