@@ -406,3 +406,29 @@ type DRADevice struct {
 	MemoryBytes                int64
 	Unknown, Problems          []string
 }
+
+// KueueQuotaChange moves one ClusterQueue's nominal quota of one
+// flavour-resource, in thousandths of the unit.
+type KueueQuotaChange struct {
+	ClusterQueue string `json:"cluster_queue"`
+	Flavor       string `json:"flavor"`
+	Resource     string `json:"resource"`
+	From         int64  `json:"from"`
+	To           int64  `json:"to"`
+}
+
+// KueueQuotaRecommendation is a proposal to move nominal quota between the
+// ClusterQueues of a cohort, with the evidence of replaying the same history
+// behind Kueue before and after: the jobs' total time waiting for quota
+// (Kueue's replay alone) and their mean wait to start (quota and placement).
+// Patch is what an operator runs to apply it; schedloop never does. No
+// Changes: the replay found no move that helps, and Patch is empty.
+type KueueQuotaRecommendation struct {
+	ID                                int64
+	Created                           time.Time
+	Changes                           []KueueQuotaChange
+	QuotaWaitBeforeS, QuotaWaitAfterS float64
+	MeanWaitBeforeS, MeanWaitAfterS   float64
+	Jobs                              int
+	Patch                             string
+}

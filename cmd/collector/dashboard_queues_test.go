@@ -31,6 +31,11 @@ func TestDashboardQueuesInBrowser(t *testing.T) {
 		Quotas: []schedloop.KueueQuota{{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 4000, Reserved: 8000, Borrowed: 4000}}}}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := st.InsertKueueQuotaRecommendation(context.Background(), schedloop.KueueQuotaRecommendation{Created: now,
+		Changes: []schedloop.KueueQuotaChange{{ClusterQueue: "cq", Flavor: "h100", Resource: "nvidia.com/gpu", From: 4000, To: 8000}},
+		QuotaWaitBeforeS: 600, QuotaWaitAfterS: 60, Jobs: 3, Patch: "kubectl patch clusterqueue cq"}); err != nil {
+		t.Fatal(err)
+	}
 	d := serveInBrowser(t, url)
 	if err := chromedp.Do(d.browser, chromedp.Navigate(d.base+"/#/queues"), d.ready("queues")); err != nil {
 		t.Fatalf("queues page: %v", err)
@@ -48,6 +53,12 @@ func TestDashboardQueuesInBrowser(t *testing.T) {
 	}
 	if got := d.attr(q+`[data-testid=queue-borrowed]`, "data-gpus"); got != "4" {
 		t.Errorf("cq's borrowed GPUs show %q, want Kueue's 4", got)
+	}
+	if got := d.text(`[data-testid=quota-recommendation] [data-testid=quota-to]`); got != "8" {
+		t.Errorf("the quota proposal's new nominal shows %q, want 8", got)
+	}
+	if got := d.text(`[data-testid=quota-patch]`); got != "kubectl patch clusterqueue cq" {
+		t.Errorf("the quota proposal's patch shows %q", got)
 	}
 	if got := d.attr(q+`tr[data-uid=wait] [data-testid=queue-wait]`, "style"); got == "" {
 		t.Error("the wait badge has no colour")

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/dbflags"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/sim"
@@ -22,6 +23,7 @@ import (
 	"github.com/schedloop/schedloop/internal/tuner"
 	"github.com/schedloop/schedloop/internal/tuner/lifecycle"
 	"github.com/schedloop/schedloop/internal/tuner/publish"
+	"github.com/schedloop/schedloop/internal/why"
 )
 
 // tuneFlags are the flags `tuner run` and `tuner loop` share.
@@ -242,10 +244,11 @@ func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guar
 	if !f.quiet {
 		bar = newProgress(stderr, "search", time.Now)
 	}
+	base := sim.Config{Preemption: f.preemption, HighPriority: int32(f.highPriority), PercentageOfNodesToScore: f.percentageOfNodesToScore}
 	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: cur, Name: name, Objective: o, Guard: g, Source: src,
 		Replays:         tuner.Replays{Count: f.replays, Jitter: f.jitter, Seed: f.seed},
 		HoldoutFraction: f.holdout, Rounds: f.rounds, MinGain: f.minGain,
-		Base: sim.Config{Preemption: f.preemption, HighPriority: int32(f.highPriority), PercentageOfNodesToScore: f.percentageOfNodesToScore},
+		Base: base,
 		Progress: func(done, total int, best float64) {
 			bar.update(done, total, fmt.Sprintf("candidates, last gain %+.2f%%", 100*best))
 		},
@@ -255,6 +258,22 @@ func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guar
 	}
 	if err := rep.Explain(stdout); err != nil {
 		return rep, err
+	}
+	if w.Kueue != nil {
+		// Kueue's quota is the operator's: the proposal is printed and
+		// stored for the dashboard, never applied.
+		cfg := base
+		cfg.Params = cur.Params()
+		qr, err := tuner.RecommendKueueQuota(w, cfg, now)
+		if err != nil {
+			return rep, err
+		}
+		explainKueueQuota(stdout, qr)
+		if s != nil && f.record && !f.dryRun {
+			if _, err := s.InsertKueueQuotaRecommendation(ctx, qr); err != nil {
+				return rep, err
+			}
+		}
 	}
 	if f.reportOut != "" {
 		b, err := json.MarshalIndent(rep, "", "  ")
@@ -311,3 +330,18 @@ func (f *tuneFlags) lifecycle(s *store.Store, kube kubernetes.Interface, out io.
 
 // builtinProfile is the -current value that names profile.Default.
 const builtinProfile = "default"
+
+// explainKueueQuota prints a ClusterQueue quota proposal with its replayed
+// evidence and the patch that applies it.
+func explainKueueQuota(w io.Writer, r schedloop.KueueQuotaRecommendation) {
+	if len(r.Changes) == 0 {
+		fmt.Fprintf(w, "Kueue quota: no nominal quota move shortens the %d jobs' replayed wait for quota (%.0fs)\n", r.Jobs, r.QuotaWaitBeforeS)
+		return
+	}
+	fmt.Fprintf(w, "Kueue quota proposal (apply it yourself; schedloop does not), replayed over %d jobs behind Kueue:\n", r.Jobs)
+	for _, c := range r.Changes {
+		fmt.Fprintf(w, "  ClusterQueue %s %s on %s: nominal %s -> %s\n", c.ClusterQueue, c.Resource, c.Flavor, why.Quantity(c.From), why.Quantity(c.To))
+	}
+	fmt.Fprintf(w, "  time waiting for quota %.0fs -> %.0fs; mean wait to start %.0fs -> %.0fs\n%s",
+		r.QuotaWaitBeforeS, r.QuotaWaitAfterS, r.MeanWaitBeforeS, r.MeanWaitAfterS, r.Patch)
+}

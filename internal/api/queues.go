@@ -98,6 +98,28 @@ type queueView struct {
 	Pending []queuedJob       `json:"pending"`
 }
 
+type quotaChangeView struct {
+	ClusterQueue string  `json:"cluster_queue"`
+	Flavor       string  `json:"flavor"`
+	Resource     string  `json:"resource"`
+	From         float64 `json:"from"`
+	To           float64 `json:"to"`
+}
+
+// recommendationView is the tuner's latest ClusterQueue quota proposal in
+// the resources' units, with its replayed evidence and the patch the
+// operator applies.
+func recommendationView(r schedloop.KueueQuotaRecommendation) gin.H {
+	changes := []quotaChangeView{}
+	for _, ch := range r.Changes {
+		changes = append(changes, quotaChangeView{ClusterQueue: ch.ClusterQueue, Flavor: ch.Flavor, Resource: ch.Resource,
+			From: float64(ch.From) / 1000, To: float64(ch.To) / 1000})
+	}
+	return gin.H{"id": r.ID, "created": r.Created, "jobs": r.Jobs, "changes": changes,
+		"quota_wait_before_seconds": r.QuotaWaitBeforeS, "quota_wait_after_seconds": r.QuotaWaitAfterS,
+		"mean_wait_before_seconds": r.MeanWaitBeforeS, "mean_wait_after_seconds": r.MeanWaitAfterS, "patch": r.Patch}
+}
+
 // queues answers each queue's waiting jobs in the order the applied
 // profile's scheduler tries them, and each ClusterQueue's use.
 func (h *handler) queues(c *gin.Context) {
@@ -187,6 +209,14 @@ func (h *handler) queues(c *gin.Context) {
 		"queues": out}
 	if unknown {
 		answer["quota_note"] = quotaNote
+	}
+	rec, err := h.st.LatestKueueQuotaRecommendation(ctx)
+	switch {
+	case err == nil:
+		answer["quota_recommendation"] = recommendationView(rec)
+	case !errors.Is(err, store.ErrNotFound):
+		h.fail(c, err)
+		return
 	}
 	if order != string(scoring.OrderArrival) {
 		answer["order_note"] = "positions are by priority, starvation and arrival: the profile's " + order + " key is not derived by this view"

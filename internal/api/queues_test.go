@@ -13,10 +13,19 @@ import (
 
 type queuesAnswer struct {
 	Profile, Order string
-	QuotaNote      string  `json:"quota_note"`
-	OrderNote      string  `json:"order_note"`
-	Starvation     float64 `json:"starvation_bound_seconds"`
-	Queues         []struct {
+	QuotaNote      string `json:"quota_note"`
+	OrderNote      string `json:"order_note"`
+	Recommendation *struct {
+		Changes []struct {
+			ClusterQueue string `json:"cluster_queue"`
+			From, To     float64
+		}
+		QuotaWaitBefore float64 `json:"quota_wait_before_seconds"`
+		QuotaWaitAfter  float64 `json:"quota_wait_after_seconds"`
+		Patch           string
+	} `json:"quota_recommendation"`
+	Starvation float64 `json:"starvation_bound_seconds"`
+	Queues     []struct {
 		Name, Kind        string
 		PendingGPUs       float64  `json:"pending_gpus"`
 		UsedGPUs          *float64 `json:"used_gpus"`
@@ -142,6 +151,27 @@ func TestQueues(t *testing.T) {
 	}
 	if q := s.Queues[2]; q.Name != "idle" || q.Spec == nil || q.Spec.FairWeight != 2 || *q.UsedGPUs != 0 || len(q.Pending) != 0 {
 		t.Errorf("idle = %+v; want its spec, weight 2, nothing used or waiting", q)
+	}
+	if s.Recommendation != nil {
+		t.Errorf("a quota recommendation %+v before any was stored", s.Recommendation)
+	}
+
+	// The tuner's latest quota proposal is shown in the resources' units
+	// with its evidence and patch; an older one is not.
+	for i, to := range []int64{6000, 8000} {
+		if _, err := st.InsertKueueQuotaRecommendation(ctx, schedloop.KueueQuotaRecommendation{Created: now.Add(time.Duration(i) * m),
+			Changes:          []schedloop.KueueQuotaChange{{ClusterQueue: "cq", Flavor: "h100", Resource: "nvidia.com/gpu", From: 4000, To: to}},
+			QuotaWaitBeforeS: 600, QuotaWaitAfterS: 60, Jobs: 3, Patch: "kubectl patch clusterqueue cq"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var r queuesAnswer
+	if code := get(t, h, "/api/v1/queues", nil, &r); code != 200 {
+		t.Fatalf("queues with a recommendation: %d", code)
+	}
+	if rec := r.Recommendation; rec == nil || len(rec.Changes) != 1 || rec.Changes[0].From != 4 || rec.Changes[0].To != 8 ||
+		rec.QuotaWaitBefore != 600 || rec.QuotaWaitAfter != 60 || rec.Patch != "kubectl patch clusterqueue cq" {
+		t.Errorf("quota recommendation = %+v; want the latest, cq 4 -> 8 GPUs, 600s -> 60s, with its patch", rec)
 	}
 
 	// Under an applied shortest-service profile the answer names it, and

@@ -66,11 +66,22 @@ func Recommend(cohort scoring.KueueCohort, wls []Workload, o RecommendOptions) (
 	if o.MinGain <= 0 {
 		o.MinGain = 0.01
 	}
+	// A workload never admitted stops counting its wait at the replay's
+	// last event, so taking all of a queue's quota would look like a cut:
+	// a move must leave every workload admitted that was admitted before.
+	var admitted int
 	replay := func(c scoring.KueueCohort) (time.Duration, map[string]time.Duration, error) {
 		res, err := Replay(Clone(c), wls, o.FairSharing)
 		if err != nil {
 			return 0, nil, err
 		}
+		got := map[string]bool{}
+		for _, ev := range res.Events {
+			if ev.Kind == Admitted {
+				got[ev.Key] = true
+			}
+		}
+		admitted = len(got)
 		perQueue := map[string]time.Duration{}
 		var total time.Duration
 		queueOf := map[string]string{}
@@ -87,6 +98,7 @@ func Recommend(cohort scoring.KueueCohort, wls []Workload, o RecommendOptions) (
 	if err != nil {
 		return Recommendation{}, err
 	}
+	admittedBefore := admitted
 	rec := Recommendation{WaitBefore: before, WaitAfter: before, QueueWaitBefore: beforeQ, QueueWaitAfter: beforeQ}
 	cur := Clone(cohort)
 	for range o.MaxMoves {
@@ -110,7 +122,7 @@ func Recommend(cohort scoring.KueueCohort, wls []Workload, o RecommendOptions) (
 					if err != nil {
 						return Recommendation{}, err
 					}
-					if w < bestWait {
+					if w < bestWait && admitted >= admittedBefore {
 						bestWait, bestQ, best = w, q, cand
 					}
 				}

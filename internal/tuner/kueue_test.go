@@ -1,6 +1,8 @@
 package tuner
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,5 +57,50 @@ func TestKueueFrontFromHistory(t *testing.T) {
 	// Behind Kueue a2 starts at 1h, not at 1m: the mean JCT grows by 59m/4.
 	if d := behind.PerReplay[0][MetricMeanJCT] - free.PerReplay[0][MetricMeanJCT]; d != (59*time.Minute).Seconds()/4 {
 		t.Errorf("mean JCT behind Kueue exceeds the free replay's by %vs, want %vs", d, (59*time.Minute).Seconds()/4)
+	}
+}
+
+// TestRecommendKueueQuota: team-b's jobs queue behind its 8 GPUs while
+// team-a's 24 sit idle and it may not borrow; the proposal moves quota from
+// team-a to team-b, its replayed waits fall, and its patch names team-b's
+// new nominal quota.
+func TestRecommendKueueQuota(t *testing.T) {
+	zero := int64(0)
+	q := func(name string, gpus int64) schedloop.KueueClusterQueue {
+		return schedloop.KueueClusterQueue{Name: name, Cohort: "org", Quotas: []schedloop.KueueQuota{
+			{Flavor: "h100", Resource: schedloop.GPUResourceName, Nominal: gpus * 1000, BorrowingLimit: &zero}}}
+	}
+	cqs := []schedloop.KueueClusterQueue{q("team-a", 24), q("team-b", 8)}
+	var wls []schedloop.KueueWorkload
+	var jobs []sim.Job
+	for i := range 4 {
+		name := fmt.Sprintf("b%d", i)
+		wls = append(wls, schedloop.KueueWorkload{Namespace: "ml", Name: name, LocalQueue: "b", ClusterQueue: "team-b"})
+		jobs = append(jobs, sim.Job{Name: "ml/" + name, Arrival: time.Duration(i) * time.Minute, Duration: time.Hour, Members: 1,
+			Request: scoring.Request{GPUs: 8}, Util: 1})
+	}
+	w := Workload{Cluster: &sim.Cluster{Depth: 1}, Jobs: jobs, Kueue: KueueFrontFromHistory(cqs, wls, jobs, false)}
+	for i := range 4 {
+		w.Cluster.Nodes = append(w.Cluster.Nodes, scoring.NewNode(string(rune('a'+i)), "H100", 8, 64000, 1<<20, "rack-0"))
+	}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	rec, err := RecommendKueueQuota(w, sim.Config{Params: scoring.DefaultParams()}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("changes %+v; quota wait %.0fs -> %.0fs, mean wait %.0fs -> %.0fs", rec.Changes, rec.QuotaWaitBeforeS, rec.QuotaWaitAfterS, rec.MeanWaitBeforeS, rec.MeanWaitAfterS)
+	if len(rec.Changes) != 2 || rec.QuotaWaitAfterS >= rec.QuotaWaitBeforeS || rec.MeanWaitAfterS >= rec.MeanWaitBeforeS || rec.Jobs != 4 {
+		t.Fatalf("recommendation %+v: want quota moved from team-a to team-b, both waits lower", rec)
+	}
+	for _, ch := range rec.Changes {
+		if (ch.ClusterQueue == "team-b") != (ch.To > ch.From) {
+			t.Errorf("change %+v: want team-b to gain and team-a to give", ch)
+		}
+	}
+	if !strings.Contains(rec.Patch, "kubectl patch clusterqueue team-b") || !rec.Created.Equal(now) {
+		t.Errorf("patch %q created %v: want team-b's patch, created now", rec.Patch, rec.Created)
+	}
+	if _, err := RecommendKueueQuota(Workload{Jobs: jobs}, sim.Config{}, now); err == nil {
+		t.Error("a recommendation without Kueue in front; want an error")
 	}
 }

@@ -106,7 +106,26 @@ async function queuesPage() {
       (${esc(a.order)}${a.starvation_bound_seconds ? `, starvation bound ${dur(a.starvation_bound_seconds)}` : ''}).
       ${Object.entries(WAIT_COLORS).map(([k, c]) => `<span class="badge" style="background:${c};color:#fff">${k}</span>`).join(' ')}
       ${a.order_note ? `<br>${esc(a.order_note)}` : ''}${a.quota_note ? `<br><span data-testid="quota-note">${esc(a.quota_note)}</span>` : ''}</p>
+    ${a.quota_recommendation ? recommendationCard(a.quota_recommendation) : ''}
     ${queues.map(queueCard).join('') || '<p>no queue has waiting jobs or admitted workloads</p>'}`
+}
+
+// The tuner's latest ClusterQueue quota proposal: published for the
+// operator to apply, with the replayed waits before and after.
+function recommendationCard(r) {
+  if (!r.changes.length) {
+    return `<section class="card" data-testid="quota-recommendation"><h2>Kueue quota</h2>
+      <p class="note">as of ${ts(r.created)}: no nominal quota move shortens the ${r.jobs} jobs' replayed wait for quota</p></section>`
+  }
+  const rows = r.changes.map((c) => `<tr><td>${esc(c.cluster_queue)}</td><td>${esc(c.resource)} on ${esc(c.flavor)}</td>
+      <td class="num">${fmtNum(c.from)}</td><td class="num" data-testid="quota-to">${fmtNum(c.to)}</td></tr>`).join('')
+  return `<section class="card" data-testid="quota-recommendation"><h2>Kueue quota proposal <small>apply it yourself; schedloop does not</small></h2>
+    <p class="note">as of ${ts(r.created)}, replayed over ${r.jobs} jobs behind Kueue: time waiting for quota
+      ${dur(r.quota_wait_before_seconds)} → ${dur(r.quota_wait_after_seconds)}, mean wait to start
+      ${dur(r.mean_wait_before_seconds)} → ${dur(r.mean_wait_after_seconds)}</p>
+    <table><thead><tr><th>ClusterQueue</th><th>quota</th><th class="num">nominal now</th><th class="num">proposed</th></tr></thead>
+      <tbody>${rows}</tbody></table>
+    <pre data-testid="quota-patch">${esc(r.patch)}</pre></section>`
 }
 
 // ---------------------------------------------------------------- GPUs page

@@ -1,0 +1,79 @@
+package tuner
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/kueuereplay"
+	"github.com/schedloop/schedloop/internal/scoring"
+	"github.com/schedloop/schedloop/internal/sim"
+)
+
+// RecommendKueueQuota proposes nominal quota moves between the ClusterQueues
+// of Kueue in front of w (kueuereplay.Recommend, moving the most common ask
+// of a job behind Kueue per step) and replays w behind Kueue under base
+// before and after them, for the mean wait to start as evidence beside
+// Kueue's own time waiting for quota. The proposal is published for an
+// operator to apply (its Patch); nothing here writes to a cluster.
+func RecommendKueueQuota(w Workload, base sim.Config, now time.Time) (schedloop.KueueQuotaRecommendation, error) {
+	if w.Kueue == nil {
+		return schedloop.KueueQuotaRecommendation{}, errors.New("kueue quota: no Kueue in front of the workload (no ClusterQueues stored)")
+	}
+	var wls []kueuereplay.Workload
+	asks := map[int64]int{}
+	for _, j := range w.Jobs {
+		kj, ok := w.Kueue.Jobs[j.Name]
+		if !ok {
+			continue
+		}
+		wls = append(wls, kueuereplay.Workload{Key: j.Name, Queue: kj.Queue, Req: kj.Req, Priority: j.Priority,
+			Arrive: time.Time{}.Add(j.Arrival), Run: j.Duration})
+		for _, v := range kj.Req {
+			asks[v]++
+		}
+	}
+	if len(wls) == 0 {
+		return schedloop.KueueQuotaRecommendation{}, errors.New("kueue quota: no replayed job has a Workload in a stored ClusterQueue")
+	}
+	// The most common ask, the larger on a tie: a move smaller than the
+	// jobs that wait admits none of them.
+	step := slices.MaxFunc(slices.Collect(maps.Keys(asks)), func(a, b int64) int { return cmp.Or(cmp.Compare(asks[a], asks[b]), cmp.Compare(a, b)) })
+	rec, err := kueuereplay.Recommend(w.Kueue.Cohort, wls, kueuereplay.RecommendOptions{Step: step, FairSharing: w.Kueue.FairSharing})
+	if err != nil {
+		return schedloop.KueueQuotaRecommendation{}, fmt.Errorf("kueue quota: %w", err)
+	}
+	out := schedloop.KueueQuotaRecommendation{Created: now, Jobs: len(wls), Patch: rec.Patch,
+		QuotaWaitBeforeS: rec.WaitBefore.Seconds(), QuotaWaitAfterS: rec.WaitAfter.Seconds()}
+	after := kueuereplay.Clone(w.Kueue.Cohort)
+	for _, ch := range rec.Changes {
+		out.Changes = append(out.Changes, schedloop.KueueQuotaChange{ClusterQueue: ch.Queue, Flavor: ch.FR.Flavor, Resource: ch.FR.Resource, From: ch.From, To: ch.To})
+		for _, q := range after {
+			if q.Name == ch.Queue {
+				v := q.Quotas[ch.FR]
+				v.Nominal = ch.To
+				q.Quotas[ch.FR] = v
+			}
+		}
+	}
+	for i, cohort := range []scoring.KueueCohort{w.Kueue.Cohort, after} {
+		front := *w.Kueue
+		front.Cohort = cohort
+		cfg := base
+		cfg.Kueue = &front
+		res, err := sim.Run(w.Cluster, w.Jobs, cfg)
+		if err != nil {
+			return schedloop.KueueQuotaRecommendation{}, fmt.Errorf("kueue quota replay: %w", err)
+		}
+		if i == 0 {
+			out.MeanWaitBeforeS = res.Metrics.MeanWait
+		} else {
+			out.MeanWaitAfterS = res.Metrics.MeanWait
+		}
+	}
+	return out, nil
+}
