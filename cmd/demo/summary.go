@@ -119,19 +119,23 @@ func (s Summary) print(w io.Writer) {
 		change(b.HighPriorityP95WaitSeconds, a.HighPriorityP95WaitSeconds), s.predicted("p95_high_priority_wait_s", s.seconds, change))
 	fmt.Fprintf(tw, "jobs finished (high priority)\t%d/%d (%d)\t%d/%d (%d)\t\t\n", b.FinishedJobs, b.Jobs, b.HighPriorityJobs, a.FinishedJobs, a.Jobs, a.HighPriorityJobs)
 	tw.Flush()
-	switch {
-	case !s.Published:
-		fmt.Fprintf(w, "the tuner kept profile %s (%s): both replays ran under it\n", b.Profile, s.Reason)
-	case !s.Accepted:
-		fmt.Fprintf(w, "the tuned profile was published by -publish=always; the tuner's own verdict: %s\n", s.Reason)
-	default:
-		fmt.Fprintf(w, "the tuner published its profile: %s\n", s.Reason)
-	}
+	fmt.Fprintln(w, s.verdict())
 	fmt.Fprintf(w, "both replays: the same %d jobs from %s, arrivals %gx closer than the trace's; dashboard %s\n", b.Jobs, s.Trace, s.Compress, s.Dashboard)
 	if p, ok := s.Predicted[tuner.WindowPrefix+"mean_jct_s"]; ok && a.MeanJCTSeconds > 0 {
 		fmt.Fprintf(w, "predicted (stored with the profile): the tuner's replay of the first replay's jobs under each profile, run times predicted from the published table; mean JCT predicted %.2f s, measured %.2f s (%+.1f%%)\n",
 			p, a.MeanJCTSeconds, 100*(a.MeanJCTSeconds-p)/p)
 	}
+}
+
+// verdict says what the guardrails decided and what reached the scheduler.
+func (s Summary) verdict() string {
+	switch {
+	case s.Accepted:
+		return fmt.Sprintf("guardrails: published (%s); the after replay ran under the tuned profile", s.Reason)
+	case s.Published:
+		return fmt.Sprintf("guardrails: refused (%s); -publish=always published the tuned profile anyway, so the after replay shows what they kept out", s.Reason)
+	}
+	return fmt.Sprintf("guardrails: refused (%s); the scheduler kept profile %s, so both replays ran under it", s.Reason, s.Before.Profile)
 }
 
 // predicted formats the tuner's whole-window prediction of metric under the

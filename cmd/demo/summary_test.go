@@ -39,7 +39,7 @@ func TestSummaryPrintsPredictions(t *testing.T) {
 	flat := strings.Join(strings.Fields(out.String()), " ")
 	for _, want := range []string{"change predicted after (change) GPU idle share", "-1.1 pts 0.2% (-1.0 pts) mean JCT",
 		"-1.7% 5.0 s [33m] (-16.7%) p95 JCT", "mean queueing (share of JCT) 3.0 s [20m] (51%) 1.5 s [10m] (26%) -50.0% high-priority",
-		"mean JCT predicted 5.00 s, measured 5.80 s (+16.0%)"} {
+		"mean JCT predicted 5.00 s, measured 5.80 s (+16.0%)", "guardrails: published (held-out gain 12.8%)"} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -49,5 +49,25 @@ func TestSummaryPrintsPredictions(t *testing.T) {
 	s.print(&out)
 	if strings.Contains(out.String(), "predicted (stored") || strings.Contains(out.String(), "-16.7%") {
 		t.Errorf("summary without a prediction shows one:\n%s", out.String())
+	}
+}
+
+// The summary says what the guardrails decided whether or not the profile
+// reached the scheduler.
+func TestSummarySaysWhatTheGuardrailsDecided(t *testing.T) {
+	for _, tc := range []struct {
+		published, accepted bool
+		want                string
+	}{
+		{true, true, "guardrails: published (why); the after replay ran under the tuned profile"},
+		{true, false, "guardrails: refused (why); -publish=always published the tuned profile anyway"},
+		{false, false, "guardrails: refused (why); the scheduler kept profile stock, so both replays ran under it"},
+	} {
+		s := Summary{Published: tc.published, Accepted: tc.accepted, Reason: "why", Before: PhaseSummary{Profile: "stock"}}
+		var out strings.Builder
+		s.print(&out)
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("published %v, accepted %v: summary lacks %q:\n%s", tc.published, tc.accepted, tc.want, out.String())
+		}
 	}
 }
