@@ -224,11 +224,18 @@ func (p *Player) submit(ctx context.Context, name string, j trace.Job) error {
 	p.mu.Lock()
 	p.results[name].Submitted = time.Now()
 	p.mu.Unlock()
+	if err := p.Declare(ctx, name, j); err != nil {
+		return err
+	}
+	return p.createPods(ctx, name, j)
+}
+
+// Declare creates the group object of trace job j, whose Kubernetes name
+// is name, as Submit does before its pods (Options.GangAPI): for drivers
+// that create pods on a schedule of their own (Pod).
+func (p *Player) Declare(ctx context.Context, name string, j trace.Job) error {
 	if p.opts.GangAPI == podgroup.APIWorkload {
-		if err := p.submitWorkload(ctx, name, j); err != nil {
-			return err
-		}
-		return p.createPods(ctx, name, j)
+		return p.submitWorkload(ctx, name, j)
 	}
 	pg := podgroup.New(p.opts.Namespace, name, int32(j.Members))
 	if p.opts.ScheduleTimeoutSeconds > 0 {
@@ -241,7 +248,7 @@ func (p *Player) submit(ctx context.Context, name string, j trace.Job) error {
 	if _, err := podgroup.Create(ctx, p.dyn, pg); err != nil {
 		return fmt.Errorf("job %s: %w", j.Name, err)
 	}
-	return p.createPods(ctx, name, j)
+	return nil
 }
 
 // submitWorkload declares job j as a job controller does with the Workload

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/trace"
 )
@@ -18,6 +19,7 @@ var (
 	diffJobs  = flag.Int("difftest.jobs", 0, "jobs in each differential workload (0: 300 in the full mix, 100 in the shared-rules mix)")
 	diffSeeds = flag.Int("difftest.seeds", 5, "workloads (seeds 1..N) BenchmarkSimLiveAgreement plays")
 	diffFull  = flag.Bool("difftest.full", false, "TestDifferential plays the full mix (unlabelled nodes, GPU shares, preemption), as make difftest does")
+	diffAPIs  = flag.String("difftest.gang-apis", "podgroup", "comma-separated gang APIs (podgroup, workload) TestDifferential declares the live side's gangs through, one run each")
 )
 
 // sharedRulesMix leaves out what the live scheduler does not yet do as the
@@ -35,7 +37,17 @@ const minAgreement = 0.98
 // through kube-scheduler with schedloop's plugins, compares them pod by pod,
 // prints every disagreement with its cause and requires 98% of the pods to
 // agree. By default it plays the shared-rules mix; -difftest.full (make
-// difftest) plays the full one.
+// difftest) plays the full one. It plays the workload once per gang API
+// of -difftest.gang-apis: gangs declared as scheduler-plugins PodGroups
+// (the default), or as Workload API PodGroups, which the scheduler places
+// in pod-group cycles. Under the shared-rules mix a Workload API run plays
+// 60 jobs of the same seed (the policy tests' size); -difftest.jobs sets
+// both. The Workload API run is not in the default set because it does not
+// yet agree: at seed 1 only 0.27 of its pods are placed as replayed, the
+// first divergence a lone pod placed after Workload API gangs, while the
+// same cluster (feature GenericWorkload on) with PodGroup gangs agrees
+// fully, so the gangs' pod-group cycles leave the live side's state apart
+// from the replay's.
 func TestDifferential(t *testing.T) {
 	m, jobs := sharedRulesMix, 100
 	if *diffFull {
@@ -44,8 +56,21 @@ func TestDifferential(t *testing.T) {
 	if *diffJobs > 0 {
 		jobs = *diffJobs
 	}
-	sc := generate(*diffSeed, jobs, m)
-	requireAgreement(t, sc)
+	for _, name := range strings.Split(*diffAPIs, ",") {
+		api, err := podgroup.ParseAPI(name)
+		if err != nil {
+			t.Fatalf("-difftest.gang-apis: %v", err)
+		}
+		t.Run(string(api), func(t *testing.T) {
+			n := jobs
+			if api == podgroup.APIWorkload && !*diffFull && *diffJobs == 0 {
+				n = min(jobs, 60)
+			}
+			sc := generate(*diffSeed, n, m)
+			sc.gangAPI = api
+			requireAgreement(t, sc)
+		})
+	}
 }
 
 // requireAgreement plays sc on both sides and fails t below minAgreement.

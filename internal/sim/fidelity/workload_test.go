@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/trace"
 )
 
@@ -25,6 +26,10 @@ type scenario struct {
 	// nvidia.com/gpu, served by DRA). The simulator replays them all
 	// alike: a GPU is a GPU however it is asked for.
 	dra func(trace.Job) bool
+	// gangAPI declares the gangs on the live side: scheduler-plugins
+	// PodGroups ("", podgroup.APIPodGroup) or Workload API PodGroups. The
+	// simulator replays a gang alike either way.
+	gangAPI podgroup.API
 }
 
 // Models of the two node kinds: 8-GPU H100 hosts and 4-GPU A100 hosts.
