@@ -527,3 +527,119 @@ func (e *env) replay() []string {
 	}
 	return out
 }
+
+// TestKueueQuotaThenCapacityThenRunning: with both teams at their nominal
+// quota and the cluster full, team-b's b2 waits for quota; the operator
+// raises team-b's nominal quota (a patch as the tuner publishes it) and
+// Kueue admits b2, whose pod then waits for GPUs until a node joins. The
+// collector's timeline of b2 is the quota wait up to Kueue's QuotaReserved
+// transition, then the scheduler's wait with the message it recorded, then
+// running from where the pod was bound.
+func TestKueueQuotaThenCapacityThenRunning(t *testing.T) {
+	e := newEnv(t)
+	db, stopCollecting := e.collect()
+	e.gang("a1", "team-a", 2, nil)
+	e.gang("b1", "team-b", 2, nil)
+	e.waitRunning("a1", 2)
+	e.waitRunning("b1", 2)
+	e.nextSecond()
+	e.gang("b2", "team-b", 1, nil)
+	e.waitFor("b2 pending for quota", func() bool {
+		qr := apimeta.FindStatusCondition(e.workload("b2").Status.Conditions, kueueapi.WorkloadQuotaReserved)
+		return qr != nil && qr.Status == metav1.ConditionFalse
+	})
+	e.nextSecond()
+	patch := []byte(`{"spec":{"resourceGroups":[{"coveredResources":["cpu","nvidia.com/gpu"],"flavors":[{"name":"h100","resources":[` +
+		`{"name":"cpu","nominalQuota":"256"},{"name":"nvidia.com/gpu","nominalQuota":"24","borrowingLimit":"16","lendingLimit":"16"}]}]}]}}`)
+	cq := &kueueapi.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}
+	if err := e.k.Client.Patch(t.Context(), cq, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	var reserved *metav1.Condition
+	e.waitFor("b2 admitted under team-b's raised quota", func() bool {
+		reserved = apimeta.FindStatusCondition(e.workload("b2").Status.Conditions, kueueapi.WorkloadQuotaReserved)
+		return reserved != nil && reserved.Status == metav1.ConditionTrue
+	})
+	var failed *corev1.Event
+	e.waitFor("the scheduler to find no GPUs for b2", func() bool {
+		evs, err := e.c.Client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ev := range evs.Items {
+			if ev.Reason == "FailedScheduling" && strings.HasPrefix(ev.InvolvedObject.Name, "b2") {
+				failed = &evs.Items[i]
+			}
+		}
+		return failed != nil
+	})
+	t.Logf("b2 admitted at %v; scheduler: %s", reserved.LastTransitionTime, failed.Message)
+	e.nextSecond()
+	if _, err := e.c.AddNodes(t.Context(), []trace.Node{{Name: "h04", GPUs: 8, GPUModel: "H100", CPUMilli: 128000, MemoryMiB: 1 << 20,
+		Labels: map[string]string{trace.LabelSpine: "s1", trace.LabelRack: "r1", trace.LabelNVLinkDomain: "d3"}}},
+		harness.NodeOptions{NoExporters: true, Heartbeat: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if nodes := e.waitRunning("b2", 1); nodes[0] != "h04" {
+		t.Fatalf("b2 on %v, want the new node h04", nodes)
+	}
+	pods, err := e.c.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: podgroup.LabelPodGroup + "=b2"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("b2's pods: %v, %v", pods, err)
+	}
+	var bound time.Time
+	for _, c := range pods.Items[0].Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			bound = c.LastTransitionTime.Time
+		}
+	}
+	e.waitFor("the collector to see b2 running", func() bool {
+		jobs, err := db.QueuedJobs(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return !slices.ContainsFunc(jobs, func(j store.QueuedJob) bool { return j.Name == "b2" })
+	})
+	stopCollecting()
+
+	b := why.Builder{Store: db}
+	m, err := b.Resolve(t.Context(), ns+"/b2", "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	story, err := b.Job(t.Context(), m.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, iv := range story.Timeline {
+		t.Logf("b2 timeline: %s %s %s..%s %s", iv.State, iv.Category, iv.Start.Format("15:04:05.000"), iv.End.Format("15:04:05.000"), iv.Label)
+		s := iv.State + "/" + iv.Category
+		if len(states) == 0 || states[len(states)-1] != s {
+			states = append(states, s)
+		}
+	}
+	tl := story.Timeline
+	if len(tl) < 3 {
+		t.Fatalf("b2's timeline %v: want quota, capacity, running", states)
+	}
+	if q := tl[0]; q.Category != string(schedloop.WaitQuota) || !q.End.Equal(reserved.LastTransitionTime.Time) ||
+		!strings.HasPrefix(q.Label, "waiting for quota in ClusterQueue team-b") {
+		t.Errorf("b2's first interval %+v: want waiting for quota in team-b until Kueue reserved it at %v", q, reserved.LastTransitionTime)
+	}
+	// After admission the wait is the scheduler's, as it recorded it (the
+	// category is whatever its message is filed under).
+	capacity := slices.IndexFunc(tl, func(iv why.Interval) bool {
+		return iv.State == "waiting" && iv.Category != string(schedloop.WaitQuota) && iv.Category != "not_attempted"
+	})
+	if capacity < 1 || tl[capacity].Start.Before(reserved.LastTransitionTime.Time) || tl[capacity].Message != failed.Message {
+		t.Errorf("b2's timeline %v: want the scheduler's wait after its admission with its message %q", states, failed.Message)
+	}
+	if last := tl[len(tl)-1]; last.State != "running" || last.Start.Before(bound.Truncate(time.Second)) ||
+		slices.ContainsFunc(tl[:len(tl)-1], func(iv why.Interval) bool { return iv.State == "running" }) {
+		t.Errorf("b2's timeline %v: want it to end running from its binding at %v", states, bound)
+	}
+	if states[0] != "waiting/quota" || states[len(states)-1] != "running/" {
+		t.Errorf("b2's states %v: want quota wait first, running last", states)
+	}
+}
