@@ -13,6 +13,7 @@ import (
 	"k8s.io/component-base/configz"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
 )
 
 // DefaultSchedulerConfig is the stock kube-scheduler profile with leader
@@ -35,6 +36,10 @@ type SchedulerOptions struct {
 	// Plugins registers out-of-tree plugins, as app.WithPlugin does for a
 	// scheduler binary.
 	Plugins []app.Option
+	// Setup, when set, is handed the scheduler before it runs: a test that
+	// steps the scheduler wraps its exported hooks there (NextEntity,
+	// FailureHandler) to see where its cycles stand.
+	Setup func(*scheduler.Scheduler)
 }
 
 // Scheduler is a kube-scheduler running in this process.
@@ -84,6 +89,9 @@ func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) (*S
 		cancel()
 		schedulerMu.Unlock()
 		return nil, fmt.Errorf("set up kube-scheduler: %w", err)
+	}
+	if opts.Setup != nil {
+		opts.Setup(sched)
 	}
 	s := &Scheduler{cancel: cancel, done: make(chan error, 1)}
 	go func() {

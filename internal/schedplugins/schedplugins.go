@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/features"
@@ -53,6 +54,7 @@ type Set struct {
 	dras     map[fwk.Handle]*nodeview.DRA
 	order    *queuesort.Order
 	watching bool
+	pods     podEvents
 }
 
 // NewSet returns a Set starting from the default profile.
@@ -121,7 +123,7 @@ func (s *Set) newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.watching && h.SharedInformerFactory() != nil {
-		if err := s.Reservations.Watch(h.SharedInformerFactory().Core().V1().Pods().Informer()); err != nil {
+		if err := s.Reservations.Watch(s.podInformer(h)); err != nil {
 			return nil, fmt.Errorf("%s: watch pods for reservations: %w", topology.Name, err)
 		}
 		s.watching = true
@@ -143,7 +145,7 @@ func (s *Set) newQueue(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk
 	if err != nil {
 		return nil, err
 	}
-	q, err := queue.New(h.SharedInformerFactory().Core().V1().Pods().Informer(), mgr, s.Profile, d)
+	q, err := queue.New(s.podInformer(h), mgr, s.Profile, d)
 	if err != nil {
 		return nil, err
 	}
@@ -161,8 +163,8 @@ func (s *Set) newQueueSort(_ context.Context, obj runtime.Object, h fwk.Handle) 
 		}
 		// Every profile of a scheduler shares one informer factory: the
 		// first profile's pod informer serves them all.
-		o, err := queuesort.NewOrder(h.SharedInformerFactory().Core().V1().Pods().Informer(),
-			queuesort.Options{Profile: s.Profile, GangSize: s.gangSize, Claims: d, Effective: s.effective})
+		o, err := queuesort.NewOrder(s.podInformer(h),
+			queuesort.Options{Profile: s.Profile, GangSize: s.GangSize, Claims: d, Effective: s.effective})
 		if err != nil {
 			return nil, err
 		}
@@ -185,6 +187,20 @@ func (s *Set) newPreemption(ctx context.Context, obj runtime.Object, h fwk.Handl
 	return p, nil
 }
 
+// podInformer is the scheduler's pod informer as the set's plugins watch
+// it: what their handlers have handled is followed (PodsHandled).
+func (s *Set) podInformer(h fwk.Handle) cache.SharedIndexInformer {
+	return s.pods.track(h.SharedInformerFactory().Core().V1().Pods().Informer())
+}
+
+// PodsHandled reports whether the set's plugins have finished with every
+// pod change up to the one at resourceVersion rv (a resourceVersion of the
+// pods the scheduler watches). Their informer handlers run apart from the
+// scheduler's own, so a change the scheduling queue has seen may not have
+// reached them yet; a caller that changes pods and wants the next
+// scheduling decisions to rest on every change waits for this too.
+func (s *Set) PodsHandled(rv string) bool { return s.pods.Handled(rv) }
+
 // effective is pod with its Workload API gang's metadata inherited
 // (core.Manager.Effective); every profile's manager reads the same
 // informers, so any one serves.
@@ -198,9 +214,11 @@ func (s *Set) effective(pod *v1.Pod) *v1.Pod {
 	return m.Effective(pod)
 }
 
-// gangSize is a gang's minMember from whichever profile's gang manager
-// knows its group object (either API).
-func (s *Set) gangSize(namespace, name string) (int, bool) {
+// GangSize is a gang's minMember from whichever profile's gang manager
+// knows its group object (either API); false while none has seen it. The
+// managers follow group objects on informers of their own, so a gang
+// whose group was just made may be refused as having none until then.
+func (s *Set) GangSize(namespace, name string) (int, bool) {
 	s.mu.Lock()
 	managers := make([]*core.Manager, 0, len(s.managers))
 	for _, m := range s.managers {
@@ -228,7 +246,7 @@ func (s *Set) manager(ctx context.Context, h fwk.Handle) (*core.Manager, error) 
 		return nil, fmt.Errorf("podgroup client: %w", err)
 	}
 	o := core.Options{
-		Handle: h, PodInformer: h.SharedInformerFactory().Core().V1().Pods().Informer(),
+		Handle: h, PodInformer: s.podInformer(h),
 		Dynamic: dyn, Backoff: scoring.DefaultGangBackoff, SchedulerName: h.ProfileName(),
 		// A released gang's backoff runs on the clock reservations are
 		// planned on, as a replay's does.

@@ -15,12 +15,29 @@ import (
 )
 
 var (
-	diffSeed  = flag.Uint64("difftest.seed", 1, "seed of TestDifferential's workload")
+	diffSeed  = flag.Uint64("difftest.seed", 1, "seed of TestDifferential's workload; given, the only seed the policy variants play (else they play policySeeds)")
 	diffJobs  = flag.Int("difftest.jobs", 0, "jobs in each differential workload (0: 300 in the full mix, 100 in the shared-rules mix)")
 	diffSeeds = flag.Int("difftest.seeds", 5, "workloads (seeds 1..N) BenchmarkSimLiveAgreement plays")
 	diffFull  = flag.Bool("difftest.full", false, "TestDifferential plays the full mix (unlabelled nodes, GPU shares, preemption), as make difftest does")
 	diffAPIs  = flag.String("difftest.gang-apis", "podgroup", "comma-separated gang APIs (podgroup, workload) TestDifferential declares the live side's gangs through, one run each")
 )
+
+// policySeeds are the workloads the policy variants (reservations, DRA)
+// play unless -difftest.seed names one. Seed 2's stream places a 16-member
+// gang at an instant when a job leaves the nodes it takes, under a
+// standing reservation: a plugin that has not yet seen a change of the
+// step (a bind dated late, a claim not yet released) places it otherwise.
+var policySeeds = []uint64{1, 2}
+
+// seeds is -difftest.seed when given, else policySeeds.
+func seeds() []uint64 {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "difftest.seed" })
+	if given {
+		return []uint64{*diffSeed}
+	}
+	return policySeeds
+}
 
 // sharedRulesMix leaves out what the live scheduler does not yet do as the
 // simulator does (unlabelled nodes' topology domain, GPU shares, which

@@ -19,14 +19,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/pkg/features"
+	"k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -47,7 +52,8 @@ import (
 // therefore exactly on time on both sides, and the scheduler sees the same
 // set of waiting pods at once that the simulator's pass sees, in its own
 // queue order. Nothing about a decision is changed: the stepper plugin
-// below only delays pods on their way into the active queue.
+// below only delays pods on their way into the active queue, and a
+// scheduling cycle until the pods turned away before it are forgotten.
 
 const (
 	stepperName = "DifferentialStepper"
@@ -67,9 +73,10 @@ const (
 // stepper is a test-only plugin: PreEnqueue holds pods back while the
 // driver applies a step's changes, and the other extension points count
 // scheduling cycles begun (PreFilter, first in the profile's order) and
-// ended (PostFilter, first in its order, for a pod no node takes; Unreserve
-// for one turned away after Reserve; PostBind for one bound), so the driver
-// knows when none is in flight. A cycle that reaches PostFilter is counted
+// ended (PostFilter, first in its order, for a pod no node takes; the
+// scheduler's failure handling, after Unreserve, for one turned away after
+// Reserve; PostBind for one bound), so the driver knows when none is in
+// flight. A cycle that reaches PostFilter is counted
 // ended before preemption runs; postFiltered tells the driver to wait for
 // the fence pod's cycle, which begins only once preemption and the failed
 // pod's nomination are done.
@@ -82,9 +89,53 @@ type stepper struct {
 	mu      sync.Mutex
 	markers map[string]bool
 	fences  map[string]bool
+	// forgetting are pods turned away after Reserve (a gang's members
+	// rejected at Permit when the gang is released) that the scheduler
+	// still counts on their nodes: it runs Unreserve, then forgets the pod
+	// in its cache, then its failure handling, on the pod's binding
+	// goroutine, beside the next scheduling cycles.
+	forgetting map[types.UID]bool
 }
 
-func newStepper() *stepper { return &stepper{markers: map[string]bool{}, fences: map[string]bool{}} }
+func newStepper() *stepper {
+	return &stepper{markers: map[string]bool{}, fences: map[string]bool{}, forgetting: map[types.UID]bool{}}
+}
+
+// setup has each scheduling cycle wait, before it takes its snapshot of the
+// cache, until every pod turned away after Reserve is forgotten, as a
+// replay's released gang frees its nodes before the next job is tried.
+// Otherwise the members of a gang placed after a released one find the
+// released members' GPUs taken or free by how far their goroutines got.
+func (s *stepper) setup(sched *scheduler.Scheduler) {
+	next, failed := sched.NextEntity, sched.FailureHandler
+	sched.NextEntity = func(logger klog.Logger) (framework.QueuedEntityInfo, error) {
+		s.waitForgotten()
+		e, err := next(logger)
+		// A gang released while the queue was empty.
+		s.waitForgotten()
+		return e, err
+	}
+	sched.FailureHandler = func(ctx context.Context, f framework.Framework, pi *framework.QueuedPodInfo, st *fwk.Status, ni *fwk.NominatingInfo, start time.Time) {
+		failed(ctx, f, pi, st, ni, start)
+		s.mu.Lock()
+		if s.forgetting[pi.Pod.UID] {
+			delete(s.forgetting, pi.Pod.UID)
+			s.ended.Add(1)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *stepper) waitForgotten() {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+		s.mu.Lock()
+		n := len(s.forgetting)
+		s.mu.Unlock()
+		if n == 0 {
+			return
+		}
+	}
+}
 
 func (s *stepper) factory(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	s.handle.Store(&h)
@@ -165,13 +216,17 @@ func (s *stepper) Reserve(context.Context, fwk.CycleState, *corev1.Pod, string) 
 	return nil
 }
 
-// Unreserve ends a cycle turned away after Reserve. Within a pod-group
-// cycle every reservation is a trial the scheduler takes back whatever
-// the outcome, which ends nothing.
-func (s *stepper) Unreserve(_ context.Context, state fwk.CycleState, _ *corev1.Pod, _ string) {
-	if !state.IsPodGroupSchedulingCycle() {
-		s.ended.Add(1)
+// Unreserve: a cycle turned away after Reserve ends once the scheduler
+// has forgotten the pod (setup). Within a pod-group cycle every
+// reservation is a trial the scheduler takes back whatever the outcome,
+// which ends nothing.
+func (s *stepper) Unreserve(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ string) {
+	if state.IsPodGroupSchedulingCycle() {
+		return
 	}
+	s.mu.Lock()
+	s.forgetting[pod.UID] = true
+	s.mu.Unlock()
 }
 
 func (s *stepper) PostBind(context.Context, fwk.CycleState, *corev1.Pod, string) { s.ended.Add(1) }
@@ -290,6 +345,7 @@ type driver struct {
 	ctx  context.Context
 	c    *harness.Cluster
 	st   *stepper
+	set  *schedplugins.Set
 	pl   *player.Player
 	pods corelisters.PodLister
 	// lastEvent is when the driver's pod informer last saw a change (Unix ns).
@@ -314,6 +370,11 @@ type driver struct {
 	// stuck counts steps that ended with a nominated pod no event would
 	// move (see waitQuiet).
 	stuck int
+	// syncs counts the sync pods (see handled).
+	syncs int
+	// dra: the nodes publish their GPUs through DRA, and pods' claims are
+	// made and released by the ResourceClaim controller.
+	dra bool
 	// virtual is the instant being played, the scheduler's clock.
 	virtual atomic.Int64
 	// close stops the driver's informers, the scheduler and the cluster.
@@ -343,7 +404,7 @@ func newDriver(t testing.TB, sc scenario) *driver {
 	if err := pl.EnsurePriorityClasses(ctx); err != nil {
 		t.Fatal(err)
 	}
-	d := &driver{t: t, ctx: ctx, c: c, st: newStepper(), pl: pl, byName: map[string]int{}, simStarts: map[time.Duration][]int{}}
+	d := &driver{t: t, ctx: ctx, c: c, st: newStepper(), pl: pl, byName: map[string]int{}, simStarts: map[time.Duration][]int{}, dra: sc.dra != nil}
 	d.workloadGangs = sc.gangAPI == podgroup.APIWorkload
 	for _, n := range sc.inv.Nodes {
 		d.nodes = append(d.nodes, n.Name)
@@ -371,11 +432,22 @@ func newDriver(t testing.TB, sc scenario) *driver {
 		t.Fatal("pod informer did not sync")
 	}
 	d.st.paused.Store(true)
+	// With NominatedNodeNameForExpectation, kube-scheduler writes the node
+	// of a pod waiting at Permit (a gang's member until the gang is whole)
+	// as its nominated node, and once that write comes back through the
+	// watch it counts the pod on the node twice in every later Filter: as
+	// assumed there, and as nominated (addGENominatedPods adds nominated
+	// pods to the node's copy without asking whether it holds them already).
+	// The later members of a gang then find its earlier members' nodes
+	// fuller than they are, by how many of those writes have come back,
+	// which is wall time; the simulator counts a member once. Off, a pod
+	// is nominated only by preemption, as the simulator models.
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.NominatedNodeNameForExpectation, false)
 	// Preemption measures run times, and reservations plan, on the virtual
 	// clock, as the replay does.
-	set := schedplugins.NewSetWithClock(func() time.Time { return startEpoch.Add(time.Duration(d.virtual.Load())) })
-	plugins := append(set.Options(), app.WithPlugin(stepperName, d.st.factory))
-	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{Config: schedulerConfig(t, c.Kubeconfig), Plugins: plugins}); err != nil {
+	d.set = schedplugins.NewSetWithClock(func() time.Time { return startEpoch.Add(time.Duration(d.virtual.Load())) })
+	plugins := append(d.set.Options(), app.WithPlugin(stepperName, d.st.factory))
+	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{Config: schedulerConfig(t, c.Kubeconfig), Plugins: plugins, Setup: d.st.setup}); err != nil {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
@@ -409,8 +481,12 @@ func (d *driver) run() {
 	var requeue []int
 	for len(d.events) > 0 {
 		now := d.events[0].at
-		d.virtual.Store(int64(now))
+		// Hold the scheduler, and let schedloop's plugins finish with the
+		// last step before the clock moves: the reservation book dates a
+		// bind, and the order a queue's charge, when its handler sees it.
 		d.st.paused.Store(true)
+		d.handled()
+		d.virtual.Store(int64(now))
 		var arrive, depart []int
 		for len(d.events) > 0 && d.events[0].at == now {
 			e := d.events[0]
@@ -434,7 +510,7 @@ func (d *driver) run() {
 		released := len(depart) > 0 || len(requeue) > 0
 		requeue = nil
 		t0 := time.Now()
-		d.barrier()
+		d.barrier(created)
 		t1 := time.Now()
 		d.st.paused.Store(false)
 		d.activate(released, created)
@@ -538,15 +614,152 @@ func (d *driver) stampStart(lj *liveJob, now time.Duration) {
 	}
 }
 
-// barrier returns once the scheduler's queue has seen every change made so
-// far: the watch delivers changes in order, so once the queue saw a marker
-// pod created after them, it saw them.
-func (d *driver) barrier() {
+// barrier returns once the scheduler has seen every change made so far:
+// the watch delivers changes in order, so once the queue saw a marker pod
+// created after them, it saw them, and so did the scheduler's cache, which
+// the same handler feeds. schedloop's plugins follow pods on handlers of
+// their own, which may lag behind: the barrier waits for them to handle
+// the marker too, and their gang managers, which follow PodGroups on an
+// informer of their own, to know the new gangs' groups. With DRA, the
+// ResourceClaim controller first makes the new pods' claims and releases
+// the ended pods' ones, and the scheduler's claim tracker, on an informer
+// of its own, must have seen that.
+func (d *driver) barrier(created []*liveJob) {
 	d.step++
-	d.probe(labelMarker, fmt.Sprintf("step-marker-%d", d.step), d.st.sawMarker)
-	// The scheduler's cache follows the same watch on a handler of its
-	// own; give it the moment it needs to catch up with the queue's.
-	time.Sleep(5 * time.Millisecond)
+	for _, lj := range created {
+		if lj.j.Members <= 1 || d.workloadGangs {
+			// The scheduler's own informer serves Workload API groups.
+			continue
+		}
+		if err := wait.PollUntilContextTimeout(d.ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			_, ok := d.set.GangSize(namespace, lj.name)
+			return ok, nil
+		}); err != nil {
+			d.t.Fatalf("step %d: the gang managers never saw job %s's PodGroup: %v", d.step, lj.j.Name, err)
+		}
+	}
+	if d.dra {
+		d.waitClaimsSettled()
+	}
+	rv := d.probe(labelMarker, fmt.Sprintf("step-marker-%d", d.step), d.st.sawMarker)
+	d.waitHandled(rv)
+	if d.dra {
+		d.waitClaimsTracked()
+	}
+}
+
+// handled returns once schedloop's plugins have handled every pod change
+// made so far, through a pod made after them (held by the stepper).
+func (d *driver) handled() {
+	d.syncs++
+	d.waitHandled(d.probe(labelMarker, fmt.Sprintf("step-sync-%d", d.syncs), d.st.sawMarker))
+}
+
+// waitHandled returns once schedloop's plugins have handled the pod change
+// at resourceVersion rv and every one before it.
+func (d *driver) waitHandled(rv string) {
+	if err := wait.PollUntilContextTimeout(d.ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return d.set.PodsHandled(rv), nil
+	}); err != nil {
+		d.t.Fatalf("step %d: schedloop's plugins never handled pod changes up to resourceVersion %s: %v", d.step, rv, err)
+	}
+}
+
+// waitClaimsSettled returns once the ResourceClaim controller has done
+// what the step's changes ask of it: every waiting pod's claims made from
+// its templates exist and are recorded in its status, and every claim of
+// a pod that is gone is released (no allocation, no consumer).
+func (d *driver) waitClaimsSettled() {
+	var why string
+	if err := wait.PollUntilContextTimeout(d.ctx, 2*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := d.c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		claims, err := d.c.Client.ResourceV1().ResourceClaims(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		live, exists := map[types.UID]bool{}, map[string]bool{}
+		for _, c := range claims.Items {
+			exists[c.Name] = true
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			live[p.UID] = true
+			if p.Spec.NodeName != "" {
+				continue
+			}
+			for _, pc := range p.Spec.ResourceClaims {
+				if pc.ResourceClaimTemplateName == nil {
+					continue
+				}
+				made := ""
+				for _, st := range p.Status.ResourceClaimStatuses {
+					if st.Name == pc.Name && st.ResourceClaimName != nil {
+						made = *st.ResourceClaimName
+					}
+				}
+				if made == "" || !exists[made] {
+					why = fmt.Sprintf("pod %s's claim %s not made yet", p.Name, pc.Name)
+					return false, nil
+				}
+			}
+		}
+		for _, c := range claims.Items {
+			for _, owner := range c.OwnerReferences {
+				if owner.Kind == "Pod" && !live[owner.UID] && (c.Status.Allocation != nil || len(c.Status.ReservedFor) > 0) {
+					why = fmt.Sprintf("claim %s of the ended pod %s not released yet", c.Name, owner.Name)
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	}); err != nil {
+		d.t.Fatalf("step %d: ResourceClaims never settled (%s): %v", d.step, why, err)
+	}
+}
+
+// waitClaimsTracked returns once the scheduler's claim tracker holds every
+// ResourceClaim as the apiserver does: its allocations are what the
+// DynamicResources plugin filters nodes by.
+func (d *driver) waitClaimsTracked() {
+	h := *d.st.handle.Load()
+	var why string
+	if err := wait.PollUntilContextTimeout(d.ctx, 2*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		claims, err := d.c.Client.ResourceV1().ResourceClaims(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		tracked, err := h.SharedDRAManager().ResourceClaims().List()
+		if err != nil {
+			return false, err
+		}
+		want := map[types.UID]string{}
+		for _, c := range claims.Items {
+			want[c.UID] = c.ResourceVersion
+		}
+		n := 0
+		for _, c := range tracked {
+			if c.Namespace != namespace {
+				continue
+			}
+			n++
+			if want[c.UID] != c.ResourceVersion {
+				why = fmt.Sprintf("claim %s at resourceVersion %s, the apiserver's at %q", c.Name, c.ResourceVersion, want[c.UID])
+				return false, nil
+			}
+		}
+		if n != len(want) {
+			why = fmt.Sprintf("%d claims tracked of %d", n, len(want))
+			return false, nil
+		}
+		return true, nil
+	}); err != nil {
+		d.t.Fatalf("step %d: the scheduler's claim tracker never caught up (%s): %v", d.step, why, err)
+	}
 }
 
 // activate moves waiting pods into the active queue at once: after a step
@@ -647,15 +860,17 @@ func (d *driver) fence() {
 }
 
 // probe creates a pod labelled label=name for the scheduler, waits until
-// the stepper saw it, and deletes it.
-func (d *driver) probe(label, name string, saw func(string) bool) {
+// the stepper saw it, and deletes it. It returns the resourceVersion the
+// pod was created at.
+func (d *driver) probe(label, name string, saw func(string) bool) string {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{label: name}},
 		Spec: corev1.PodSpec{SchedulerName: ours, TerminationGracePeriodSeconds: ptr.To[int64](0),
 			Containers: []corev1.Container{{Name: "main", Image: "probe"}}},
 	}
 	pods := d.c.Client.CoreV1().Pods(namespace)
-	if _, err := pods.Create(d.ctx, pod, metav1.CreateOptions{}); err != nil {
+	made, err := pods.Create(d.ctx, pod, metav1.CreateOptions{})
+	if err != nil {
 		d.t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(d.ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
@@ -666,6 +881,7 @@ func (d *driver) probe(label, name string, saw func(string) bool) {
 	if err := pods.Delete(d.ctx, name, *metav1.NewDeleteOptions(0)); err != nil {
 		d.t.Fatal(err)
 	}
+	return made.ResourceVersion
 }
 
 // nominatedPending lists the workload's pods the scheduler holds nominated

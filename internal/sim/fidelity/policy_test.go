@@ -95,33 +95,41 @@ func TestDifferentialShortestService(t *testing.T) {
 // takes once the running jobs predicted to end first have ended, and later
 // jobs backfill only where they are predicted to end before then. Run
 // times are predicted from the same published table on both sides, and
-// the live side plans on the driver's virtual clock.
+// the live side plans on the driver's virtual clock. It plays policySeeds.
 func TestDifferentialReservation(t *testing.T) {
 	jobs := 60
 	if *diffJobs > 0 {
 		jobs = *diffJobs
 	}
-	sc := generate(*diffSeed, jobs, sharedRulesMix)
-	sc.profile += "reservation: {enabled: true}\n"
-	sc.table = serviceTable()
-	requireAgreement(t, sc)
+	for _, seed := range seeds() {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			sc := generate(seed, jobs, sharedRulesMix)
+			sc.profile += "reservation: {enabled: true}\n"
+			sc.table = serviceTable()
+			requireAgreement(t, sc)
+		})
+	}
 }
 
 // TestDifferentialDRA plays the shared-rules workload on nodes that offer
 // their GPUs only through DRA, every other job asking through a claim
 // template and the rest as nvidia.com/gpu served by DRA, and requires the
 // agreement TestDifferential requires: schedloop's rules count GPUs handed
-// out through claims as the simulator counts GPUs.
+// out through claims as the simulator counts GPUs. It plays policySeeds.
 func TestDifferentialDRA(t *testing.T) {
 	jobs := 60
 	if *diffJobs > 0 {
 		jobs = *diffJobs
 	}
-	sc := generate(*diffSeed, jobs, sharedRulesMix)
-	picked := map[string]bool{}
-	for i, j := range sc.jobs {
-		picked[j.Name] = i%2 == 0
+	for _, seed := range seeds() {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			sc := generate(seed, jobs, sharedRulesMix)
+			picked := map[string]bool{}
+			for i, j := range sc.jobs {
+				picked[j.Name] = i%2 == 0
+			}
+			sc.dra = func(j trace.Job) bool { return picked[j.Name] }
+			requireAgreement(t, sc)
+		})
 	}
-	sc.dra = func(j trace.Job) bool { return picked[j.Name] }
-	requireAgreement(t, sc)
 }
