@@ -104,6 +104,7 @@ type collectConfig struct {
 	hostEngine        string
 	rollupEvery       time.Duration
 	etaEvery          time.Duration
+	etaDebounce       time.Duration
 	leaderElect       bool
 	lease             election.Config
 }
@@ -131,6 +132,7 @@ func registerCollectFlags(fs *flag.FlagSet, getenv func(string) string) *collect
 	fs.StringVar(&c.hostEngine, "dcgm-hostengine", "off", "read GPUs through go-dcgm: \"embedded\", a standalone nv-hostengine address (host:port), or \"off\"")
 	fs.DurationVar(&c.rollupEvery, "rollup-interval", collector.DefaultRollupEvery, "how often closed minutes are rolled up into the idle and demand tables")
 	fs.DurationVar(&c.etaEvery, "eta-interval", collector.DefaultETAEvery, "how often every pending job's start is estimated, stored (to measure the estimates later) and counted in schedloop_eta_pending_jobs; 0 turns it off")
+	fs.DurationVar(&c.etaDebounce, "eta-debounce", collector.DefaultETADebounce, "how long after a pod is created, bound or ends, or a profile is applied, the estimates are made again (at most once per this; between -eta-interval's)")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease scrapes and rolls up; the others keep their informers listed and take over when it goes")
 	fs.StringVar(&c.lease.Lease, "leader-elect-lease", "schedloop-collector", "name of the Lease that elects the active collector")
 	fs.StringVar(&c.lease.Namespace, "leader-elect-namespace", cmpOr(getenv("POD_NAMESPACE"), "default"), "namespace of the Lease ($POD_NAMESPACE when set)")
@@ -173,6 +175,8 @@ func (c *collectConfig) validate() error {
 		return fmt.Errorf("flag -idle-threshold %v: want a number in (0, 1]", c.idleThreshold)
 	case c.etaEvery < 0:
 		return fmt.Errorf("flag -eta-interval %v: want a positive duration, or 0 for none", c.etaEvery)
+	case c.etaDebounce <= 0:
+		return fmt.Errorf("flag -eta-debounce %v: want a positive duration", c.etaDebounce)
 	case c.rollupEvery <= 0:
 		return fmt.Errorf("flag -rollup-interval %v: want a positive duration", c.rollupEvery)
 	case c.leaderElect && !(c.lease.RetryPeriod > 0 && c.lease.RetryPeriod < c.lease.RenewDeadline && c.lease.RenewDeadline < c.lease.LeaseDuration):
@@ -245,7 +249,7 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 	ingest := collector.IngestOptions{BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, Writers: c.ingestWriters,
 		SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes}
 	pc := collector.PipelineConfig{Store: s, ScrapeEvery: c.scrapeInterval, Ingest: ingest,
-		RollupThreshold: c.idleThreshold, RollupEvery: c.rollupEvery, ETAEvery: etaEvery(c.etaEvery), Registerer: reg, Logger: log}
+		RollupThreshold: c.idleThreshold, RollupEvery: c.rollupEvery, ETAEvery: etaEvery(c.etaEvery), ETADebounce: c.etaDebounce, Registerer: reg, Logger: log}
 	targets := multiLister{dcgm.StaticTargets(c.exporterURLs)}
 	if client != nil && c.exporterService != "" {
 		targets = append(targets, &dcgm.EndpointSliceTargets{Client: client, Namespace: c.exporterNamespace, Service: c.exporterService})

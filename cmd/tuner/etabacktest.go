@@ -27,6 +27,7 @@ func runETABacktest(ctx context.Context, args []string, _ func(string) string, s
 	workers := fs.Int("workers", 0, "VCs backtested at once (0: one per CPU)")
 	bench := fs.Bool("bench", false, "also print the headline numbers as BENCH lines")
 	policyName := fs.String("policy", "default", "the replay's policy: default (schedloop's default profile) or fifo (Helios's, no backfill)")
+	window := fs.Duration("window", eta.DefaultWindow, "the submissions this long before each asked one are what its replays draw later submissions from (0: none, the snapshot's jobs alone)")
 	each := fs.Bool("points", false, "print every submission asked about: actual wait, p10, p50, p90")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -40,6 +41,13 @@ func runETABacktest(ctx context.Context, args []string, _ func(string) string, s
 		return fmt.Errorf("flag -runs: %d is outside 1..%d", *runs, eta.MaxRuns)
 	case *workers < 0:
 		return fmt.Errorf("flag -workers: %d is negative", *workers)
+	case *window < 0:
+		return fmt.Errorf("flag -window: %v is negative", *window)
+	}
+	// BacktestOptions' zero is the default window; the flag's zero is none.
+	arrivals := *window
+	if arrivals == 0 {
+		arrivals = -1
 	}
 	// The split only matters to tuning, which the backtest does not do.
 	w, vcs, err := loadHelios(*traces, tuner.HeliosWindowEnd.Add(-24*time.Hour), *load)
@@ -65,7 +73,7 @@ func runETABacktest(ctx context.Context, args []string, _ func(string) string, s
 		return fmt.Errorf("flag -policy: %q is not default or fifo", *policyName)
 	}
 	points, err := tuner.HeliosETA(ctx, w, policy, eta.BacktestOptions{MinWait: *minWait, Samples: *samples, Seed: *seed,
-		Forecast: eta.Options{Runs: *runs}}, *workers)
+		Forecast: eta.Options{Runs: *runs}, Window: arrivals}, *workers)
 	if err != nil {
 		return err
 	}
@@ -76,8 +84,8 @@ func runETABacktest(ctx context.Context, args []string, _ func(string) string, s
 			fmt.Fprintf(stdout, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%s\n", p.Job, p.Actual.Seconds(), p.P10.Seconds(), p.P50.Seconds(), p.P90.Seconds(), p.State)
 		}
 	}
-	fmt.Fprintf(stdout, "wait estimates on the Helios experiment's window (%d VCs, load x%g), %s, run times predicted online: %d submissions of jobs that waited over %v, %d forward replays each; %s\n",
-		len(vcs), *load, policy.Name, s.Points, *minWait, *runs, time.Since(started).Round(time.Second))
+	fmt.Fprintf(stdout, "wait estimates on the Helios experiment's window (%d VCs, load x%g), %s, run times predicted online: %d submissions of jobs that waited over %v, %d forward replays each, later submissions drawn from the last %v's; %s\n",
+		len(vcs), *load, policy.Name, s.Points, *minWait, *runs, *window, time.Since(started).Round(time.Second))
 	fmt.Fprintf(stdout, "median absolute error of the p50 estimate: %.1f%% of the actual wait\n", s.MedianAbsErrorPct)
 	fmt.Fprintf(stdout, "actual starts inside the p10..p90 interval: %.2f\n", s.IntervalCoverage)
 	if *bench {

@@ -1,9 +1,11 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +22,11 @@ const (
 	DefaultETAEvery = 5 * time.Minute
 	// DefaultETARetention keeps a week of estimates to score.
 	DefaultETARetention = 7 * 24 * time.Hour
+	// DefaultETADebounce: a change (a pod created, bound or ended, a
+	// profile applied) comes in bursts (a gang's members, a job's pods
+	// ending together); one estimate after the burst answers them all,
+	// and an estimate of a large cluster takes about a second.
+	DefaultETADebounce = 15 * time.Second
 )
 
 // WaitBuckets are the expected-wait classes of the pending-jobs gauge, by
@@ -29,16 +36,40 @@ var WaitBuckets = []struct {
 	Upper time.Duration
 }{{"5m", 5 * time.Minute}, {"30m", 30 * time.Minute}, {"2h", 2 * time.Hour}, {"12h", 12 * time.Hour}, {"inf", eta.Never}}
 
-// Estimator estimates every pending job's start on a schedule, stores the
-// estimates with the time they were made, so their accuracy can be
-// measured later (store.ETAAccuracy), and sets the pending-jobs gauge.
+// Estimator estimates every pending job's start on a schedule and on
+// change, stores the estimates with the time they were made, so their
+// accuracy can be measured later (store.ETAAccuracy), and sets the
+// pending-jobs gauge.
 type Estimator struct {
 	Service   *etaserve.Service
 	Store     *store.Store
 	Every     time.Duration
 	Retention time.Duration
-	Gauge     *prometheus.GaugeVec // by wait bucket
-	Logger    *slog.Logger
+	// Debounce is how long after a change (Changed, or a newly applied
+	// profile, which Run looks for this often) the estimate is made: the
+	// changes of that time are answered by one estimate, so estimates on
+	// change come at most once per Debounce. Zero means
+	// DefaultETADebounce.
+	Debounce time.Duration
+	Gauge    *prometheus.GaugeVec // by wait bucket
+	Logger   *slog.Logger
+
+	init    sync.Once
+	changes chan struct{}
+}
+
+func (e *Estimator) changed() chan struct{} {
+	e.init.Do(func() { e.changes = make(chan struct{}, 1) })
+	return e.changes
+}
+
+// Changed says that what the estimate starts from changed: Run estimates
+// again within Debounce. It never blocks.
+func (e *Estimator) Changed() {
+	select {
+	case e.changed() <- struct{}{}:
+	default:
+	}
 }
 
 // NewPendingByWaitGauge is the gauge of pending jobs by expected wait.
@@ -48,26 +79,56 @@ func NewPendingByWaitGauge() *prometheus.GaugeVec {
 		[]string{"wait"})
 }
 
-// Run estimates every Every until ctx ends.
+// Run estimates every Every, and Debounce after a change, until ctx ends.
 func (e *Estimator) Run(ctx context.Context) error {
-	every := e.Every
-	if every <= 0 {
-		every = DefaultETAEvery
-	}
+	every := cmp.Or(max(e.Every, 0), DefaultETAEvery)
+	debounce := cmp.Or(max(e.Debounce, 0), DefaultETADebounce)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	look := time.NewTicker(debounce)
+	defer look.Stop()
+	applied := e.appliedProfile(ctx)
 	for {
 		// A cluster with no node stored yet has nothing to estimate.
 		if err := e.Once(ctx); err != nil && ctx.Err() == nil && e.Logger != nil && !errors.Is(err, store.ErrNotFound) {
 			e.Logger.Warn("wait estimate failed; retried next pass", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+		var due <-chan time.Time
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				break wait
+			case <-due:
+				break wait
+			case <-e.changed():
+				if due == nil {
+					due = time.After(debounce)
+				}
+			case <-look.C:
+				if now := e.appliedProfile(ctx); now != applied {
+					applied = now
+					e.Changed()
+				}
+			}
 		}
 	}
 }
+
+// appliedProfile names the applied profile's version: its id and when it
+// was applied (nothing applied, or unreadable: the zero value, and the
+// next look that reads one counts as a change).
+func (e *Estimator) appliedProfile(ctx context.Context) profileVersion {
+	p, err := e.Store.AppliedProfile(ctx)
+	if err != nil {
+		return profileVersion{}
+	}
+	return profileVersion{p.ID, p.Applied.UnixNano()}
+}
+
+type profileVersion struct{ id, appliedAt int64 }
 
 // Once makes one estimate, stores it and sets the gauge.
 func (e *Estimator) Once(ctx context.Context) error {

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,5 +72,62 @@ func TestEstimatorStoresAndCounts(t *testing.T) {
 	score, err := st.ETAAccuracy(ctx, now.Add(-time.Minute), now.Add(time.Minute), 10*time.Minute)
 	if err != nil || score.Estimates != 1 {
 		t.Errorf("score %+v, %v: want the one stored estimate scored", score, err)
+	}
+}
+
+// Between its scheduled passes (a day apart here) the estimator estimates
+// again after a change it is told of, once for a burst of them, and after
+// a profile is applied, which it looks for itself.
+func TestEstimatorRecomputesOnChange(t *testing.T) {
+	st := storetest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	if err := st.UpsertNodes(ctx, []schedloop.Node{{Name: "n1", GPUModel: "H100", GPUCount: 8, Ready: true, FirstSeen: now, LastSeen: now}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertJobs(ctx, []schedloop.Job{{UID: "wait", Namespace: "ml", Name: "wait", Kind: schedloop.JobKindPod, MinMember: 1, GPUsPerMember: 16, Created: now, Phase: schedloop.PhasePending}}); err != nil {
+		t.Fatal(err)
+	}
+	var ticks atomic.Int64
+	clock := func() time.Time { return now.Add(time.Duration(ticks.Add(1)) * time.Second) }
+	e := &Estimator{Service: &etaserve.Service{Store: st, Now: clock, Seed: 1}, Store: st, Every: 24 * time.Hour, Debounce: 20 * time.Millisecond}
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	estimates := func() int {
+		var n int
+		if err := st.Pool().QueryRow(ctx, `SELECT count(DISTINCT made_at) FROM eta_estimates`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor := func(what string, want int) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); estimates() < want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d estimates stored, want %d", what, estimates(), want)
+			}
+		}
+	}
+	waitFor("at start", 1)
+	for range 3 {
+		e.Changed()
+	}
+	waitFor("after a change", 2)
+	id, err := st.InsertProfile(ctx, schedloop.Profile{Name: "sjf", Weights: map[string]float64{"bestfit": 1}, Order: "shortest-service"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ApplyProfile(ctx, id, now); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("after a profile was applied", 3)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// A burst of changes is one estimate, not one each.
+	if n := estimates(); n != 3 {
+		t.Errorf("%d estimates stored; want 3: the start, one for the burst of changes, one for the profile", n)
 	}
 }

@@ -54,6 +54,10 @@ type PipelineConfig struct {
 	// stored (Estimator); zero means DefaultETAEvery, negative none. It
 	// runs beside the rollups, on the replica that rolls up.
 	ETAEvery time.Duration
+	// ETADebounce is the Estimator's Debounce: how long after a pod's
+	// creation, binding or end (seen by the watcher) or a profile applied
+	// the estimates are made again.
+	ETADebounce time.Duration
 	// Watch, when set, runs the cluster watcher with these options; its
 	// Store and Logger are the pipeline's.
 	Watch *events.WatchOptions
@@ -131,7 +135,7 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	collectors := append(m.Collectors(), ing.Collectors()...)
 	if cfg.ETAEvery >= 0 {
 		p.Estimator = &Estimator{Service: &etaserve.Service{Store: cfg.Store, Now: cfg.RollupNow}, Store: cfg.Store,
-			Every: cfg.ETAEvery, Gauge: NewPendingByWaitGauge(), Logger: log}
+			Every: cfg.ETAEvery, Debounce: cfg.ETADebounce, Gauge: NewPendingByWaitGauge(), Logger: log}
 		collectors = append(collectors, p.Estimator.Gauge)
 	}
 	sources := slices.Clone(cfg.Sources)
@@ -150,6 +154,11 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 	if cfg.Watch != nil {
 		wo := *cfg.Watch
 		wo.Store, wo.Logger = cfg.Store, log
+		if p.Estimator != nil {
+			// Pods created, bound or ended change every pending job's
+			// estimate: recompute then, not only on the schedule.
+			wo.PodsChanged = p.Estimator.Changed
+		}
 		if p.Watcher, err = events.NewWatcher(wo); err != nil {
 			return nil, err
 		}

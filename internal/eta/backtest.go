@@ -24,6 +24,10 @@ type BacktestOptions struct {
 	Seed    uint64
 	// Forecast are the estimate's options (Seed is set per submission).
 	Forecast Options
+	// Window is the snapshots' (Snapshot.Window): the submissions in it
+	// before each asked one are the arrivals its replays draw from. Zero
+	// means DefaultWindow; negative draws none.
+	Window time.Duration
 }
 
 // DefaultMinWait: waits shorter than ten minutes are not what anyone asks
@@ -84,13 +88,14 @@ func Backtest(ctx context.Context, c *sim.Cluster, jobs []sim.Job, cfg sim.Confi
 	}
 	snapCfg := cfg
 	snapCfg.Predictor, snapCfg.RecordPlacements = nil, false
+	window := cmp.Or(opt.Window, DefaultWindow)
 	points := make([]Point, 0, len(asked))
 	for _, k := range asked {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("backtest: %w", err)
 		}
 		at := jobs[k].Arrival
-		snap, errs, self, finished := snapshotAt(c, jobs, truth, snapCfg, at, k)
+		snap, errs, self, finished := snapshotAt(c, jobs, truth, snapCfg, at, k, window)
 		fo := opt.Forecast
 		fo.Seed = opt.Seed ^ uint64(k)
 		fo.Errors = errs
@@ -105,9 +110,21 @@ func Backtest(ctx context.Context, c *sim.Cluster, jobs []sim.Job, cfg sim.Confi
 }
 
 // snapshotAt is what a live cluster showed at instant at, just after job k
-// was submitted; self is k's index among the snapshot's pending jobs.
-func snapshotAt(c *sim.Cluster, jobs []sim.Job, truth sim.Result, cfg sim.Config, at time.Duration, k int) (Snapshot, ErrorModel, int, int) {
+// was submitted, with the submissions of the window before; self is k's
+// index among the snapshot's pending jobs.
+func snapshotAt(c *sim.Cluster, jobs []sim.Job, truth sim.Result, cfg sim.Config, at time.Duration, k int, window time.Duration) (Snapshot, ErrorModel, int, int) {
 	snap := Snapshot{Cluster: c, Config: cfg}
+	if window > 0 {
+		snap.Window = window
+		for i, o := range truth.Jobs {
+			j := jobs[i]
+			if o.State == sim.Unschedulable || j.Arrival <= at-window || j.Arrival > at || j.Arrival == at && i > k {
+				continue
+			}
+			j.Arrival, j.Predicted, j.Queued, j.RunningOn = j.Arrival-at, o.Predicted, 0, nil
+			snap.Arrivals = append(snap.Arrivals, j)
+		}
+	}
 	type ended struct {
 		at  time.Duration
 		obs Observation

@@ -34,6 +34,17 @@ type Snapshot struct {
 	Cluster *sim.Cluster
 	Jobs    []Job
 	Config  sim.Config
+	// Arrivals are the jobs submitted in the Window before the snapshot,
+	// whether they have finished, run or wait now, each with Arrival the
+	// instant of its submission (-Window < Arrival <= 0) and Predicted its
+	// run time as predicted then. Each replay draws the jobs submitted
+	// after the snapshot from them (futureArrivals): later jobs ordered
+	// ahead of a waiting one (by priority, fair share, shortest service) or
+	// backfilled into the gaps it waits for delay it, and a replay of the
+	// snapshot's jobs alone starts it too early. No arrivals or no Window:
+	// the snapshot's jobs are the only ones.
+	Arrivals []sim.Job
+	Window   time.Duration
 }
 
 // DefaultRunTime stands in for a job the caller has no prediction for,
@@ -127,6 +138,9 @@ func Forecast(ctx context.Context, snap Snapshot, opt Options) ([]Estimate, erro
 	if errs.empty() {
 		errs = DefaultErrors()
 	}
+	if err := snap.validArrivals(); err != nil {
+		return nil, err
+	}
 	base, pending, err := prepare(snap)
 	if err != nil {
 		return nil, err
@@ -146,13 +160,29 @@ func Forecast(ctx context.Context, snap Snapshot, opt Options) ([]Estimate, erro
 			defer wg.Done()
 			jobs := make([]sim.Job, len(base))
 			for r := range next {
+				jobs = jobs[:len(base)]
 				copy(jobs, base)
-				for i := range jobs {
-					jobs[i].Duration = sampleRunTime(&snap.Jobs[i], errs, errs.sharedFactor(shared[r]), u[i*runs+r])
+				factor := errs.sharedFactor(shared[r])
+				for i := range base {
+					jobs[i].Duration = sampleRunTime(&snap.Jobs[i], errs, factor, u[i*runs+r])
 				}
 				cfg := snap.Config
 				cfg.RecordPlacements = true
-				res, err := sim.Run(snap.Cluster, jobs, cfg)
+				cfg.StopOnceStarted = len(base)
+				var res sim.Result
+				var err error
+				// Arrivals are drawn up to a horizon, doubled while a
+				// pending job has not started within it: a job that
+				// waits a day meets a day of later jobs, and drawing
+				// them for every estimate would cost the short waits
+				// as much as the long.
+				for horizon := snap.Window / firstHorizonShare; ; horizon *= 2 {
+					jobs = futureArrivals(jobs[:len(base)], snap, errs, factor, horizon, opt.Seed, r)
+					res, err = sim.Run(snap.Cluster, jobs, cfg)
+					if err != nil || snap.Window <= 0 || len(snap.Arrivals) == 0 || horizon >= maxHorizonWindows*snap.Window || allStartedBy(res, pending, horizon) {
+						break
+					}
+				}
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -179,6 +209,28 @@ func Forecast(ctx context.Context, snap Snapshot, opt Options) ([]Estimate, erro
 	}
 	return out, nil
 }
+
+// validArrivals names the first arrival outside the window.
+func (s Snapshot) validArrivals() error {
+	if s.Window < 0 {
+		return fmt.Errorf("estimate: field window: %v is negative", s.Window)
+	}
+	for i := range s.Arrivals {
+		a := &s.Arrivals[i]
+		if a.Arrival > 0 || a.Arrival <= -s.Window {
+			return fmt.Errorf("estimate: arrival %s: submitted at %v, outside the window (-%v, 0]", a.Name, a.Arrival, s.Window)
+		}
+		if a.Members < 1 || a.Predicted < 0 || len(a.RunningOn) > 0 {
+			return fmt.Errorf("estimate: arrival %s: %d members, predicted %v, running on %v: an arrival has members, no negative prediction and no nodes", a.Name, a.Members, a.Predicted, a.RunningOn)
+		}
+	}
+	return nil
+}
+
+// DefaultWindow is how far back the submissions the future ones are
+// drawn from reach: a day, the cycle submissions follow, so a wait of any
+// length meets the day's mix rather than the last hour's.
+const DefaultWindow = 24 * time.Hour
 
 // prepare turns the snapshot into the replay's jobs, every one present at
 // instant zero: running ones pinned with what the scheduler predicts of
@@ -282,7 +334,7 @@ func summarise(snap Snapshot, base []sim.Job, results []sim.Result, i int) Estim
 	for r, res := range results {
 		o := res.Jobs[i]
 		at := Never
-		if o.State == sim.Done {
+		if started(o) {
 			at = o.Start
 		}
 		starts[r] = start{at, r}
@@ -344,7 +396,7 @@ func waitsFor(snap Snapshot, res sim.Result, i int) []string {
 		takes[n] = true
 	}
 	var runningJobs, pendingJobs []string
-	for k, ok := range res.Jobs {
+	for k, ok := range res.Jobs[:len(snap.Jobs)] {
 		if k == i || ok.State != sim.Done || ok.End != o.Start || !slices.ContainsFunc(ok.Nodes, func(n string) bool { return takes[n] }) {
 			continue
 		}
@@ -355,4 +407,84 @@ func waitsFor(snap Snapshot, res sim.Result, i int) []string {
 		}
 	}
 	return append(runningJobs, pendingJobs...)
+}
+
+// started reports whether a replay started the job (a replay stops once
+// every job of the snapshot has started, so some are still running).
+func started(o sim.Outcome) bool { return o.State == sim.Done || o.State == sim.Running }
+
+// allStartedBy reports whether every pending job started in res, no later
+// than horizon.
+func allStartedBy(res sim.Result, pending []int, horizon time.Duration) bool {
+	for _, i := range pending {
+		o := res.Jobs[i]
+		if o.State == sim.Unschedulable {
+			continue
+		}
+		if !started(o) || o.Start > horizon {
+			return false
+		}
+	}
+	return true
+}
+
+// firstHorizonShare: the first horizon is this share of the window, as
+// most waits estimated are far shorter than the day a window holds.
+const firstHorizonShare = 8
+
+// maxHorizonWindows bounds the horizon arrivals are drawn to, in windows:
+// a job still waiting past it waits for what no later job changes (a
+// limit, a job that never ends), and drawing on would only cost.
+const maxHorizonWindows = 64
+
+// futureArrivals appends to jobs the jobs a replay draws as submitted
+// after the snapshot, up to horizon: the recent window's submissions
+// repeated window after window, each window's shifted by its own random
+// phase (so a burst of submissions stays a burst but lands anywhere) and
+// each submission repeated a Poisson(1) number of times (the bootstrap of
+// a rate measured from one window: a window of ten submissions may as
+// well have been one of seven or fourteen). Their run times are drawn as
+// a pending job's are, with the run's shared factor. The draws depend
+// only on seed, run and window, so a longer horizon extends a shorter
+// one's arrivals.
+func futureArrivals(jobs []sim.Job, snap Snapshot, errs ErrorModel, factor float64, horizon time.Duration, seed uint64, run int) []sim.Job {
+	w := snap.Window
+	if w <= 0 || len(snap.Arrivals) == 0 {
+		return jobs
+	}
+	rng := rand.New(rand.NewPCG(seed^0x667574757265, uint64(run))) // "future"
+	for start := time.Duration(0); start < horizon; start += w {
+		phase := time.Duration(rng.Int64N(int64(w)))
+		block := int(start / w)
+		for k := range snap.Arrivals {
+			a := &snap.Arrivals[k]
+			// At its age ago, the same position in each window ahead.
+			at := start + (w+a.Arrival+phase)%w
+			for c := poisson1(rng); c > 0; c-- {
+				// Drawn whether or not it falls within the horizon, so
+				// a longer horizon draws the same jobs before it.
+				u := rng.Float64()
+				if at >= horizon {
+					continue
+				}
+				j := *a
+				j.Name = fmt.Sprintf("%s~%d.%d", a.Name, block, c)
+				j.Arrival, j.Queued, j.RunningOn = at, 0, nil
+				j.Duration = sampleRunTime(&Job{Job: j}, errs, factor, u)
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	return jobs
+}
+
+// poisson1 draws from the Poisson distribution of mean 1 (Knuth's
+// product of uniforms).
+func poisson1(rng *rand.Rand) int {
+	limit, k, p := math.Exp(-1), 0, rng.Float64()
+	for p > limit {
+		k++
+		p *= rng.Float64()
+	}
+	return k
 }

@@ -2,6 +2,7 @@ package eta
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -155,6 +156,11 @@ func TestForecastRefusesBadInput(t *testing.T) {
 		{"no nodes", Snapshot{Config: binpack}, Options{}, "field cluster"},
 		{"negative wait", Snapshot{Cluster: cluster(1, 8), Config: binpack, Jobs: []Job{pendingJob("p", 1, 1, time.Minute, -time.Second)}}, Options{}, "job p: elapsed 0s, queued -1s"},
 		{"node gone", Snapshot{Cluster: cluster(1, 8), Config: binpack, Jobs: []Job{runningJob("r", 1, time.Minute, 0, "zz")}}, Options{}, `node "zz"`},
+		{"negative window", Snapshot{Cluster: cluster(1, 8), Config: binpack, Window: -time.Hour}, Options{}, "field window: -1h0m0s"},
+		{"arrival before the window", Snapshot{Cluster: cluster(1, 8), Config: binpack, Window: time.Hour,
+			Arrivals: []sim.Job{{Name: "old", Members: 1, Arrival: -2 * time.Hour}}}, Options{}, "arrival old: submitted at -2h0m0s, outside the window"},
+		{"arrival after the snapshot", Snapshot{Cluster: cluster(1, 8), Config: binpack, Window: time.Hour,
+			Arrivals: []sim.Job{{Name: "next", Members: 1, Arrival: time.Minute}}}, Options{}, "arrival next: submitted at 1m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Forecast(context.Background(), tc.snap, tc.opt)
@@ -256,5 +262,48 @@ func TestQuantilePlottingPositions(t *testing.T) {
 	}
 	if got := quantile(draws, 0.5); got != 55*time.Second {
 		t.Errorf("p50: %v", got)
+	}
+}
+
+// hourly are a day's submissions of an 8-GPU job of priority 10 that runs
+// 30 minutes, one an hour: the jobs a replay draws as arriving later.
+func hourly() []sim.Job {
+	out := make([]sim.Job, 24)
+	for i := range out {
+		out[i] = sim.Job{Name: fmt.Sprintf("hp-%02d", i), Arrival: -time.Duration(i) * time.Hour, Members: 1, Priority: 10,
+			Request: scoring.Request{GPUs: 8}, Predicted: 30 * time.Minute, Util: 1}
+	}
+	return out
+}
+
+// Jobs submitted after the snapshot and ordered ahead of a waiting one
+// delay it: the replays draw them from the recent submissions, over as
+// long as the job waits (ten hours here, past the first horizon drawn).
+func TestForecastDrawsLaterArrivalsThatOvertake(t *testing.T) {
+	snap := Snapshot{Cluster: cluster(1, 8), Config: binpack, Jobs: []Job{
+		runningJob("r", 8, 10*time.Hour, 0, "a"),
+		pendingJob("low", 1, 8, time.Hour, 0),
+	}}
+	alone, err := Forecast(context.Background(), snap, Options{Errors: exact(t), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := alone[0]; e.P10 != 10*time.Hour || e.P90 != 10*time.Hour {
+		t.Fatalf("with no later submissions: %v..%v, want the running job's end, 10h", e.P10, e.P90)
+	}
+	snap.Arrivals, snap.Window = hourly(), 24*time.Hour
+	got, err := Forecast(context.Background(), snap, Options{Errors: exact(t), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// About ten of them queue before r ends, five hours of work, and more
+	// come at half the node's capacity while they run: about 20h.
+	if e := got[0]; e.State != Starts || e.P10 <= 12*time.Hour || e.P50 <= 15*time.Hour || e.P50 >= 30*time.Hour {
+		t.Errorf("with an 8-GPU high-priority job submitted every hour: %s %v..%v..%v, want p10 over 12h and p50 in 15h..30h", e.State, e.P10, e.P50, e.P90)
+	}
+	for _, e := range got {
+		if strings.Contains(strings.Join(e.WaitsFor, ","), "~") {
+			t.Errorf("%s waits for %v: a drawn submission is not a job anyone can look up", e.Job, e.WaitsFor)
+		}
 	}
 }

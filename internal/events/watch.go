@@ -58,6 +58,10 @@ type WatchOptions struct {
 	Now     func() time.Time
 	MapTime func(time.Time) time.Time
 	Logger  *slog.Logger
+	// PodsChanged, when set, is called after a flush stored a pod's
+	// creation, binding, start, end or deletion (not a mere update of
+	// one): what a wait estimate starts from changed. It must not block.
+	PodsChanged func()
 }
 
 // Watcher follows Pods, Events, Nodes, PodGroups and DRA ResourceSlices and
@@ -83,6 +87,9 @@ type Watcher struct {
 	dirtyG map[string]group             // gangs to (re)write by UID
 	byGang map[string]map[string]string // "namespace/name" -> pod UID -> pod UID, for pods waiting on their gang
 	podsBy map[string]*corev1.Pod       // last state of every live pod, for regrouping
+	// lifecycle: a dirty pod was created, bound, started, ended or deleted
+	// since the last flush (WatchOptions.PodsChanged).
+	lifecycle bool
 	// workloads holds each Workload API Workload's labels and annotations
 	// by "namespace/name", which its gangs' pods inherit.
 	workloads map[string]metav1.ObjectMeta
@@ -325,7 +332,11 @@ func (w *Watcher) handle(kind string, obj any, deleted bool) {
 			s = &podSeen{}
 			w.seen[uid] = s
 		}
+		before := *s
 		s.observe(o, now)
+		if before.created.IsZero() || before.bound != s.bound || before.started != s.started || before.ended != s.ended || deleted {
+			w.lifecycle = true
+		}
 		if deleted {
 			s.deleted = true
 			if s.ended.IsZero() {
@@ -454,8 +465,8 @@ func gangOf(pod *corev1.Pod) string {
 func (w *Watcher) Flush(ctx context.Context) error {
 	now := w.opts.Now()
 	w.mu.Lock()
-	pods, events, nodes, groups := w.pods, w.events, w.nodes, w.dirtyG
-	w.pods, w.events, w.nodes, w.dirtyG = map[string]*corev1.Pod{}, map[string]*corev1.Event{}, map[string]*corev1.Node{}, map[string]group{}
+	pods, events, nodes, groups, lifecycle := w.pods, w.events, w.nodes, w.dirtyG, w.lifecycle
+	w.pods, w.events, w.nodes, w.dirtyG, w.lifecycle = map[string]*corev1.Pod{}, map[string]*corev1.Event{}, map[string]*corev1.Node{}, map[string]group{}, false
 	var podRows []schedloop.Pod
 	jobs := map[string]schedloop.Job{}
 	var inv *dra.Inventory
@@ -605,7 +616,11 @@ func (w *Watcher) Flush(ctx context.Context) error {
 				w.dirtyG[uid] = g
 			}
 		}
+		w.lifecycle = w.lifecycle || lifecycle
 		return err
+	}
+	if lifecycle && w.opts.PodsChanged != nil {
+		w.opts.PodsChanged()
 	}
 	// Forget what the apiserver no longer has once it is stored.
 	for uid, p := range pods {

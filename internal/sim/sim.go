@@ -57,6 +57,14 @@ type Config struct {
 	// names are admitted by quota first (kueue.go) and queue for placement
 	// from their admission. Nil: no Kueue, every job queues at its arrival.
 	Kueue *KueueFront
+	// StopOnceStarted, when positive, ends the replay at the first instant
+	// each of the first StopOnceStarted jobs (in input order) has started
+	// at least once or can never start; jobs running then are Running and
+	// jobs waiting Unfinished, and the metrics cover only what happened.
+	// Zero replays until nothing else can happen. An estimate asks only
+	// when its jobs start, and replaying the jobs queued behind them to
+	// their ends would be most of its cost.
+	StopOnceStarted int
 }
 
 // Predictor predicts run times from what a replay has seen so far.
@@ -86,6 +94,7 @@ const (
 	Done          State = "done"
 	Unschedulable State = "unschedulable" // larger than the empty cluster or its queue limit
 	Unfinished    State = "unfinished"    // still waiting when nothing else could happen
+	Running       State = "running"       // running when the replay stopped (Config.StopOnceStarted)
 )
 
 // Metrics summarise a replay. Times are in seconds; shares are 0..1.
@@ -141,6 +150,7 @@ type jobState struct {
 	// (scoring.GangRetryAt).
 	retryAt time.Duration
 	counted bool // queue usage holds this job
+	begun   bool // started at least once
 	placed  []string
 	preempt int
 	evicted int // jobs evicted so that this one could start
@@ -217,6 +227,9 @@ type replay struct {
 
 	// attained is each queue's attained service (least-attained order).
 	attained map[string]*scoring.AttainedService
+	// unstarted counts the jobs Config.StopOnceStarted waits for that
+	// have not started yet and may still.
+	unstarted int
 }
 
 // Run replays jobs on a copy of c under cfg. It is deterministic: the same
@@ -273,13 +286,15 @@ func Run(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 		}
 		if !r.feasible(j, key) {
 			js.status = never
+		} else if i < cfg.StopOnceStarted {
+			r.unstarted++
 		}
 		r.push(event{at: j.Arrival, kind: evArrive, job: js})
 	}
 	if err := r.pin(pinned); err != nil {
 		return Result{}, err
 	}
-	for len(r.events) > 0 {
+	for len(r.events) > 0 && (cfg.StopOnceStarted <= 0 || r.unstarted > 0) {
 		t := r.events[0].at
 		r.advance(t)
 		for len(r.events) > 0 && r.events[0].at == t {
@@ -705,6 +720,12 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 // begin starts a job whose every member holds its allocation.
 func (r *replay) begin(js *jobState, t time.Duration) {
 	js.status, js.start = running, t
+	if !js.begun {
+		js.begun = true
+		if js.idx < r.cfg.StopOnceStarted && len(js.job.RunningOn) == 0 {
+			r.unstarted--
+		}
+	}
 	r.waiting -= js.job.DemandMilli()
 	if r.cfg.RecordPlacements {
 		js.placed = js.placed[:0]
@@ -807,6 +828,8 @@ func (r *replay) result(states []*jobState) Result {
 		case never:
 			o.State = Unschedulable
 			m.Unschedulable++
+		case running:
+			o.State = Running
 		default:
 			o.State = Unfinished
 			m.Unfinished++
@@ -814,7 +837,7 @@ func (r *replay) result(states []*jobState) Result {
 		if i == 0 || js.job.Arrival < first {
 			first = js.job.Arrival
 		}
-		if o.State == Done {
+		if o.State == Done || o.State == Running {
 			o.Nodes = js.placed
 		}
 		res.Jobs[i] = o

@@ -217,3 +217,24 @@ func TestInflateFGD(t *testing.T) {
 		t.Errorf("filling 130%% demand of whole and half GPUs: %+v", last)
 	}
 }
+
+// A replay told to stop once its first jobs have started stops at the
+// last of their starts: those starts are a full replay's, the job running
+// then is Running and the one still waiting Unfinished.
+func TestReplayStopsOnceTheFirstJobsStarted(t *testing.T) {
+	jobs := []Job{job("a", 0, 100, 1, 8), job("b", 0, 50, 1, 8), job("c", 10, 30, 1, 8)}
+	cfg := Config{Params: scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}}
+	full := checkStarts(t, cluster(1, 8), jobs, cfg, []time.Duration{0, sec(100), sec(150)})
+	cfg.StopOnceStarted = 2
+	res, err := Run(cluster(1, 8), jobs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Outcome{full.Jobs[0], {State: Running, Start: sec(100)}, {State: Unfinished}}
+	for i := range want {
+		got := res.Jobs[i]
+		if got.State != want[i].State || got.Start != want[i].Start || got.End != want[i].End {
+			t.Errorf("%s: %s from %v to %v, want %s from %v to %v", jobs[i].Name, got.State, got.Start, got.End, want[i].State, want[i].Start, want[i].End)
+		}
+	}
+}
