@@ -105,6 +105,7 @@ type collectConfig struct {
 	rollupEvery       time.Duration
 	etaEvery          time.Duration
 	etaDebounce       time.Duration
+	etaAnnotateQPS    float64
 	leaderElect       bool
 	lease             election.Config
 }
@@ -132,6 +133,7 @@ func registerCollectFlags(fs *flag.FlagSet, getenv func(string) string) *collect
 	fs.StringVar(&c.hostEngine, "dcgm-hostengine", "off", "read GPUs through go-dcgm: \"embedded\", a standalone nv-hostengine address (host:port), or \"off\"")
 	fs.DurationVar(&c.rollupEvery, "rollup-interval", collector.DefaultRollupEvery, "how often closed minutes are rolled up into the idle and demand tables")
 	fs.DurationVar(&c.etaEvery, "eta-interval", collector.DefaultETAEvery, "how often every pending job's start is estimated, stored (to measure the estimates later) and counted in schedloop_eta_pending_jobs; 0 turns it off")
+	fs.Float64Var(&c.etaAnnotateQPS, "eta-annotate-qps", collector.DefaultETAAnnotateQPS, "most pod patches a second that write each pending job's estimate onto its waiting pods (annotation schedloop.io/eta, patched only when it moves materially); 0 turns the annotation off")
 	fs.DurationVar(&c.etaDebounce, "eta-debounce", collector.DefaultETADebounce, "how long after a pod is created, bound or ends, or a profile is applied, the estimates are made again (at most once per this; between -eta-interval's)")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease scrapes and rolls up; the others keep their informers listed and take over when it goes")
 	fs.StringVar(&c.lease.Lease, "leader-elect-lease", "schedloop-collector", "name of the Lease that elects the active collector")
@@ -175,6 +177,8 @@ func (c *collectConfig) validate() error {
 		return fmt.Errorf("flag -idle-threshold %v: want a number in (0, 1]", c.idleThreshold)
 	case c.etaEvery < 0:
 		return fmt.Errorf("flag -eta-interval %v: want a positive duration, or 0 for none", c.etaEvery)
+	case c.etaAnnotateQPS < 0:
+		return fmt.Errorf("flag -eta-annotate-qps %v: want a positive number, or 0 for none", c.etaAnnotateQPS)
 	case c.etaDebounce <= 0:
 		return fmt.Errorf("flag -eta-debounce %v: want a positive duration", c.etaDebounce)
 	case c.rollupEvery <= 0:
@@ -249,7 +253,7 @@ func (c *collectConfig) start(ctx context.Context, s *store.Store, reg prometheu
 	ingest := collector.IngestOptions{BufferSamples: c.bufferSamples, BatchSamples: c.batchSamples, Writers: c.ingestWriters,
 		SpoolDir: c.spoolDir, SpoolMaxBytes: c.spoolMaxBytes}
 	pc := collector.PipelineConfig{Store: s, ScrapeEvery: c.scrapeInterval, Ingest: ingest,
-		RollupThreshold: c.idleThreshold, RollupEvery: c.rollupEvery, ETAEvery: etaEvery(c.etaEvery), ETADebounce: c.etaDebounce, Registerer: reg, Logger: log}
+		RollupThreshold: c.idleThreshold, RollupEvery: c.rollupEvery, ETAEvery: etaEvery(c.etaEvery), ETADebounce: c.etaDebounce, ETAAnnotateQPS: c.etaAnnotateQPS, Registerer: reg, Logger: log}
 	targets := multiLister{dcgm.StaticTargets(c.exporterURLs)}
 	if client != nil && c.exporterService != "" {
 		targets = append(targets, &dcgm.EndpointSliceTargets{Client: client, Namespace: c.exporterNamespace, Service: c.exporterService})

@@ -52,6 +52,8 @@ type Estimator struct {
 	// DefaultETADebounce.
 	Debounce time.Duration
 	Gauge    *prometheus.GaugeVec // by wait bucket
+	// Annotate, when set, writes each estimate onto the waiting pods.
+	Annotate *Annotator
 	Logger   *slog.Logger
 
 	init    sync.Once
@@ -169,5 +171,16 @@ func (e *Estimator) Once(ctx context.Context) error {
 	if retention <= 0 {
 		retention = DefaultETARetention
 	}
-	return e.Store.InsertETAEstimates(ctx, rows, a.At.Add(-retention))
+	if err := e.Store.InsertETAEstimates(ctx, rows, a.At.Add(-retention)); err != nil {
+		return err
+	}
+	if e.Annotate != nil {
+		// The pods of the jobs the estimate read: those created within
+		// its history.
+		since := a.At.Add(-cmp.Or(e.Service.History, etaserve.DefaultHistory))
+		if _, err := e.Annotate.Annotate(ctx, a, since); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -96,7 +96,7 @@ func TestEstimatorRecomputesOnChange(t *testing.T) {
 	go func() { done <- e.Run(ctx) }()
 	estimates := func() int {
 		var n int
-		if err := st.Pool().QueryRow(ctx, `SELECT count(DISTINCT made_at) FROM eta_estimates`).Scan(&n); err != nil {
+		if err := st.Pool().QueryRow(context.Background(), `SELECT count(DISTINCT made_at) FROM eta_estimates`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n

@@ -58,6 +58,10 @@ type PipelineConfig struct {
 	// creation, binding or end (seen by the watcher) or a profile applied
 	// the estimates are made again.
 	ETADebounce time.Duration
+	// ETAAnnotateQPS, when positive and Watch is set, has the Estimator
+	// write each estimate onto the waiting pods (Annotator), at most this
+	// many patches a second.
+	ETAAnnotateQPS float64
 	// Watch, when set, runs the cluster watcher with these options; its
 	// Store and Logger are the pipeline's.
 	Watch *events.WatchOptions
@@ -137,6 +141,9 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 		p.Estimator = &Estimator{Service: &etaserve.Service{Store: cfg.Store, Now: cfg.RollupNow}, Store: cfg.Store,
 			Every: cfg.ETAEvery, Debounce: cfg.ETADebounce, Gauge: NewPendingByWaitGauge(), Logger: log}
 		collectors = append(collectors, p.Estimator.Gauge)
+		if cfg.Watch != nil && cfg.ETAAnnotateQPS > 0 {
+			p.Estimator.Annotate = NewAnnotator(cfg.Watch.Client, cfg.Store, cfg.ETAAnnotateQPS)
+		}
 	}
 	sources := slices.Clone(cfg.Sources)
 	if sc := cfg.Scraper; sc != nil {

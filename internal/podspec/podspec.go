@@ -70,6 +70,11 @@ const (
 	// node side must honour the choice: the harness's simulated nodes do,
 	// and a device plugin serving shares must. The collector records it.
 	AnnotationGPUDevices = "schedloop.io/gpu-devices"
+	// AnnotationETA on a pending pod is the collector's estimate of its
+	// job's start, JSON: {"state", "p10", "p50", "p90", "made"} (times in
+	// RFC 3339; a quantile absent when the job is not expected to start by
+	// it). Informational: nothing reads it back.
+	AnnotationETA = "schedloop.io/eta"
 )
 
 // Facts are a pod's scheduling facts.

@@ -106,14 +106,25 @@ func (s *Store) PodWaitIntervals(ctx context.Context, podUID string) ([]WaitInte
 	return out, nil
 }
 
+// WaitingPods returns the pods not bound to a node and still pending, of
+// jobs created since since, in one read (PodsOfJob's columns).
+func (s *Store) WaitingPods(ctx context.Context, since time.Time) ([]schedloop.Pod, error) {
+	return s.readPods(ctx, "waiting pods", `node = '' AND phase = 'Pending' AND finished_at IS NULL AND created_at >= $1`, since)
+}
+
 // PodsOfJob returns a job's pods ordered by name.
 func (s *Store) PodsOfJob(ctx context.Context, jobUID string) ([]schedloop.Pod, error) {
+	return s.readPods(ctx, "pods of job "+jobUID, `job_uid = $1`, jobUID)
+}
+
+// readPods reads the pods where holds, ordered by name.
+func (s *Store) readPods(ctx context.Context, what, where string, arg any) ([]schedloop.Pod, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT uid, namespace, name, coalesce(job_uid, ''), queue, priority, scheduler_name, gpus, gpu_milli, node,
 		       gpu_uuids, created_at, scheduled_at, started_at, finished_at, phase
-		FROM pods WHERE job_uid = $1 ORDER BY name, uid`, jobUID)
+		FROM pods WHERE `+where+` ORDER BY name, uid`, arg)
 	if err != nil {
-		return nil, fmt.Errorf("read pods of job %s: %w", jobUID, err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (schedloop.Pod, error) {
 		var p schedloop.Pod
@@ -126,7 +137,7 @@ func (s *Store) PodsOfJob(ctx context.Context, jobUID string) ([]schedloop.Pod, 
 		return p, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read pods of job %s: %w", jobUID, err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	return out, nil
 }
