@@ -234,10 +234,15 @@ type need struct {
 func TestRBACCoversWhatEachComponentCalls(t *testing.T) {
 	objs := decodeAll(t)
 	needs := map[string][]need{
-		// events.Watcher informers (both PodGroup APIs, Workloads); dcgm EndpointSlice and pod discovery;
-		// leader election (-leader-elect) on its own Lease.
+		// events.Watcher informers (both PodGroup APIs, Workloads, Kueue's Workloads and ClusterQueues,
+		// DRA slices and claims); dcgm EndpointSlice and pod discovery; the schedloop.io/eta annotation
+		// patched onto waiting pods; leader election (-leader-elect) on its own Lease.
 		"schedloop-collector": {
-			{"", "pods", "list", "", ""}, {"", "pods", "watch", "", ""},
+			{"", "pods", "list", "", ""}, {"", "pods", "watch", "", ""}, {"", "pods", "patch", "default", "x"},
+			{"kueue.x-k8s.io", "workloads", "list", "", ""}, {"kueue.x-k8s.io", "workloads", "watch", "", ""},
+			{"kueue.x-k8s.io", "clusterqueues", "list", "", ""}, {"kueue.x-k8s.io", "clusterqueues", "watch", "", ""},
+			{"resource.k8s.io", "resourceslices", "list", "", ""}, {"resource.k8s.io", "resourceslices", "watch", "", ""},
+			{"resource.k8s.io", "resourceclaims", "list", "", ""}, {"resource.k8s.io", "resourceclaims", "watch", "", ""},
 			{"", "events", "list", "", ""}, {"", "events", "watch", "", ""},
 			{"", "nodes", "list", "", ""}, {"", "nodes", "watch", "", ""},
 			{"scheduling.x-k8s.io", "podgroups", "list", "", ""}, {"scheduling.x-k8s.io", "podgroups", "watch", "", ""},
