@@ -32,7 +32,7 @@ func TestDashboardQueuesInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := st.InsertKueueQuotaRecommendation(context.Background(), schedloop.KueueQuotaRecommendation{Created: now,
-		Changes: []schedloop.KueueQuotaChange{{ClusterQueue: "cq", Flavor: "h100", Resource: "nvidia.com/gpu", From: 4000, To: 8000}},
+		Changes:          []schedloop.KueueQuotaChange{{ClusterQueue: "cq", Flavor: "h100", Resource: "nvidia.com/gpu", From: 4000, To: 8000}},
 		QuotaWaitBeforeS: 600, QuotaWaitAfterS: 60, Jobs: 3, Patch: "kubectl patch clusterqueue cq"}); err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ type tuneFlags struct {
 	seed                             uint64
 	jitter                           time.Duration
 	maxWeightDelta, maxQueueChange   float64
-	maxGangFactor, rollbackThreshold float64
+	rollbackThreshold                float64
 	headlineTolerance                float64
 	preemption, kueueFairSharing     bool
 	highPriority                     int
@@ -75,7 +75,6 @@ func registerTuneFlags(fs *flag.FlagSet, getenv func(string) string) *tuneFlags 
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of every random draw in the replays and the search (recorded in the report; the same inputs and seed give the same report); 0 derives it from the hashes of the history and inventory, so the same history gives the same proposal")
 	fs.Float64Var(&f.maxWeightDelta, "max-weight-delta", g.Bounds.MaxWeightDelta, "largest change of one term weight per tuning step")
 	fs.Float64Var(&f.maxQueueChange, "max-queue-change", g.Bounds.MaxQueueChange, "largest relative change of a queue's GPU limit per step")
-	fs.Float64Var(&f.maxGangFactor, "max-gang-timeout-factor", g.Bounds.MaxGangTimeoutFactor, "largest factor the gang timeout may grow or shrink by per step")
 	fs.Float64Var(&f.headlineTolerance, "headline-tolerance", g.HeadlineTolerance, "relative worsening of any headline number (GPU idle share, mean JCT, p95 JCT, high-priority p95 wait) on the held-out replays that stops a proposal, whatever the objective gains")
 	fs.Float64Var(&f.rollbackThreshold, "rollback-threshold", g.RollbackThreshold, "measured relative regression that rolls an applied profile back")
 	fs.BoolVar(&f.preemption, "preemption", true, "replay with priority preemption, as the scheduler's SchedloopPreemption does (whole jobs, fewest GPU-hours lost)")
@@ -99,7 +98,7 @@ func (f *tuneFlags) validate() (tuner.Objective, tuner.Guardrails, error) {
 		return nil, tuner.Guardrails{}, fmt.Errorf("flag -objective: %w", err)
 	}
 	g := tuner.Guardrails{Margin: f.margin, RollbackThreshold: f.rollbackThreshold, HeadlineTolerance: f.headlineTolerance, Bounds: tuner.Bounds{
-		MaxWeightDelta: f.maxWeightDelta, MaxQueueChange: f.maxQueueChange, MaxGangTimeoutFactor: f.maxGangFactor}}
+		MaxWeightDelta: f.maxWeightDelta, MaxQueueChange: f.maxQueueChange}}
 	switch {
 	case f.percentageOfNodesToScore < 0 || f.percentageOfNodesToScore > 100:
 		return nil, g, fmt.Errorf("flag -percentage-of-nodes-to-score: %d is outside 0..100", f.percentageOfNodesToScore)

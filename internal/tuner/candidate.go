@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/scoring"
@@ -46,22 +45,18 @@ type Bounds struct {
 	MaxWeightDelta float64 `json:"maxWeightDelta"`
 	// MaxQueueChange is the largest relative change of a queue's GPU limit.
 	MaxQueueChange float64 `json:"maxQueueChange"`
-	// MaxGangTimeoutFactor bounds the gang timeout to [from/f, from*f]
-	// (a zero timeout is scoring.DefaultGangTimeout), never below
-	// MinGangTimeout.
-	MaxGangTimeoutFactor float64 `json:"maxGangTimeoutFactor"`
 }
 
-// DefaultBounds allow a term to move by 20 (of 0..100), a queue limit by
-// half, and the gang timeout by a factor of 4.
+// DefaultBounds allow a term to move by 20 (of 0..100) and a queue limit by
+// half.
 func DefaultBounds() Bounds {
-	return Bounds{MaxWeightDelta: 20, MaxQueueChange: 0.5, MaxGangTimeoutFactor: 4}
+	return Bounds{MaxWeightDelta: 20, MaxQueueChange: 0.5}
 }
 
-// MinGangTimeout is the smallest non-zero gang timeout the search proposes.
-const MinGangTimeout = 30 * time.Second
-
-// Clamp returns to limited to what b allows starting from from.
+// Clamp returns to limited to what b allows starting from from. The gang
+// timeout stays from's: no replay of stored history can tell one value from
+// another (it bounds only a wait for members not yet created), so a step
+// never moves it.
 func (b Bounds) Clamp(from, to Candidate) Candidate {
 	out := to.Clone()
 	if out.Weights == nil {
@@ -87,15 +82,6 @@ func (b Bounds) Clamp(from, to Candidate) Candidate {
 		q.MaxGPUs = min(max(q.MaxGPUs, max(lo, 1)), hi)
 		out.Queues[name] = q
 	}
-	// Bounds apply to the timeout each side means: zero is
-	// scoring.DefaultGangTimeout, not "no timeout".
-	f := b.MaxGangTimeoutFactor
-	base := from.EffectiveGangTimeout()
-	hi := min(time.Duration(float64(base)*f), scoring.MaxGangTimeout)
-	lo := max(time.Duration(float64(base)/f), MinGangTimeout)
-	if eff := out.EffectiveGangTimeout(); eff < lo || eff > hi {
-		out.GangTimeout = min(max(eff, lo), hi)
-	}
-	out.GangTimeout = out.GangTimeout.Round(time.Second)
+	out.GangTimeout = from.GangTimeout
 	return out
 }

@@ -46,8 +46,6 @@ func (g Guardrails) Validate() error {
 		return fmt.Errorf("guardrails: max weight delta %v must be positive", g.Bounds.MaxWeightDelta)
 	case !(g.Bounds.MaxQueueChange > 0 && g.Bounds.MaxQueueChange < 1):
 		return fmt.Errorf("guardrails: max queue change %v is outside (0, 1)", g.Bounds.MaxQueueChange)
-	case !(g.Bounds.MaxGangTimeoutFactor >= 1):
-		return fmt.Errorf("guardrails: max gang timeout factor %v is below 1", g.Bounds.MaxGangTimeoutFactor)
 	}
 	return nil
 }

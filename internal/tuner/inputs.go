@@ -190,8 +190,8 @@ func (r Report) Annotations() map[string]string {
 		"inventory-nodes":  fmt.Sprint(x.Nodes),
 		"inventory-sha256": x.InventoryHash,
 		"objective":        x.Objective,
-		"guardrails": fmt.Sprintf("margin=%g,headlineTolerance=%g,maxWeightDelta=%g,maxQueueChange=%g,maxGangTimeoutFactor=%g,rollbackThreshold=%g",
-			g.Margin, g.HeadlineTolerance, g.Bounds.MaxWeightDelta, g.Bounds.MaxQueueChange, g.Bounds.MaxGangTimeoutFactor, g.RollbackThreshold),
+		"guardrails": fmt.Sprintf("margin=%g,headlineTolerance=%g,maxWeightDelta=%g,maxQueueChange=%g,rollbackThreshold=%g",
+			g.Margin, g.HeadlineTolerance, g.Bounds.MaxWeightDelta, g.Bounds.MaxQueueChange, g.RollbackThreshold),
 		"version": x.Version,
 		"verify":  r.VerifyCommand(),
 	}

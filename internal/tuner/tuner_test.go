@@ -61,7 +61,7 @@ func TestBoundsClamp(t *testing.T) {
 		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 10}}, GangTimeout: time.Hour}}
 	got := b.Clamp(from, to)
 	want := Candidate{scoring.Params{Weights: scoring.Weights{scoring.TermTopology: 30, scoring.TermBinPack: 100, scoring.TermSpread: 3},
-		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 50}}, GangTimeout: 4 * time.Minute}}
+		Queues: map[string]scoring.QueueLimit{"a": {MaxGPUs: 50}}, GangTimeout: time.Minute}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Clamp = %+v\nwant %+v", got, want)
 	}
