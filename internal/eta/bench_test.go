@@ -13,10 +13,8 @@ import (
 
 // bigSnapshot is a busy 10,000-GPU cluster: 1,250 nodes of 8 GPUs in racks
 // of 16, every GPU held by a running job (lone pods of 1-8 GPUs and gangs
-// of whole nodes), 2,000 pending jobs of the same mix in two priorities
-// and four queues, and the last day's submissions of that mix at the rate
-// the cluster serves it (about 300 an hour), which the replays draw later
-// submissions from; seeded.
+// of whole nodes), and 2,000 pending jobs of the same mix in two
+// priorities and four queues, seeded.
 func bigSnapshot() Snapshot {
 	rng := rand.New(rand.NewPCG(10000, 2000))
 	c := &sim.Cluster{Depth: 1}
@@ -55,16 +53,6 @@ func bigSnapshot() Snapshot {
 			j.Priority = 100
 		}
 		snap.Jobs = append(snap.Jobs, j)
-	}
-	// A job holds about 7 GPUs (a tenth are gangs of 2-8 whole nodes) for
-	// 5 hours on average: 10,000 GPUs serve about 300 jobs an hour.
-	snap.Window = DefaultWindow
-	const perDay = 24 * 300
-	for i := 0; i < perDay; i++ {
-		j := snap.Jobs[len(snap.Jobs)-1-rng.IntN(2000)].Job
-		j.Name, j.Queued = fmt.Sprintf("recent-%05d", i), 0
-		j.Arrival = -time.Duration(rng.Int64N(int64(snap.Window)))
-		snap.Arrivals = append(snap.Arrivals, j)
 	}
 	return snap
 }

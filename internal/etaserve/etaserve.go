@@ -268,7 +268,6 @@ func (s *Service) build(ctx context.Context, c Change) (snapshot, error) {
 		b.snap.Jobs = append(b.snap.Jobs, ej)
 		b.jobs = append(b.jobs, oj)
 	}
-	b.snap.Window, b.snap.Arrivals = arrivals(history, open, c.Add, pred, now)
 	b.opt.Errors = eta.NewErrorModel(obs)
 	for _, o := range obs {
 		if o.Finished {
@@ -308,33 +307,6 @@ func (s *Service) answer(ctx context.Context, b snapshot) (Answer, error) {
 		a.Jobs = append(a.Jobs, je)
 	}
 	return a, nil
-}
-
-// arrivals are the submissions of the window before now, finished,
-// running or waiting (a what-if's job is not one), each predicted as a
-// job like it submitted now would be: the estimate draws the jobs
-// submitted after now from them.
-func arrivals(history []schedloop.Job, open []store.OpenJob, whatIf *schedloop.Job, pred *predict.Predictor, now time.Time) (time.Duration, []sim.Job) {
-	window := eta.DefaultWindow
-	from := now.Add(-window)
-	seen := map[string]bool{}
-	var out []sim.Job
-	add := func(j schedloop.Job) {
-		if seen[j.UID] || !j.Created.After(from) || j.Created.After(now) || whatIf != nil && j.UID == whatIf.UID {
-			return
-		}
-		seen[j.UID] = true
-		sj := tuner.JobOf(j, 1)
-		sj.Arrival, sj.Predicted = j.Created.Sub(now), predictFor(pred, j)
-		out = append(out, sj)
-	}
-	for _, j := range history {
-		add(j)
-	}
-	for _, oj := range open {
-		add(oj.Job)
-	}
-	return window, out
 }
 
 // offered refuses GPU models no ready node has: a job restricted to them
