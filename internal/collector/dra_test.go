@@ -119,6 +119,10 @@ func TestDRAGPUSamplesAttributedFromClaims(t *testing.T) {
 			t.Errorf("collector pipeline: %v", err)
 		}
 	}()
+	// Owners come from the claims informer's handlers, which can attribute
+	// samples before the watcher has seen every informer list; stopping
+	// then is a shutdown before start-up ended, which Stop reports.
+	waitUntil(t, "the watcher's informers to list", func(context.Context) (bool, error) { return pipe.Ready() == nil, nil })
 	byGPU := map[string]map[string]bool{}
 	waitUntil(t, "samples of the held GPU stored under its pod", func(ctx context.Context) (bool, error) {
 		rows, err := s.Pool().Query(ctx, `SELECT gpu_uuid, pod_namespace || '/' || pod_name || '/' || container FROM gpu_samples`)
