@@ -211,7 +211,7 @@ func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 		return nil, fwk.AsStatus(err)
 	}
 	minMember := pg.MinMember
-	if ref.API == podgroup.APIWorkload {
+	if ref.API == podgroup.APIWorkload && firstOfCycle(state) {
 		g.mgr.Tried(key)
 	}
 	if why, denied := g.mgr.Denied(key); denied {
@@ -241,6 +241,36 @@ func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 		}
 	}
 	return nil, nil
+}
+
+// triedKey marks a pod-group cycle whose gang was recorded as tried.
+const triedKey fwk.StateKey = Name + "/tried"
+
+type triedMark struct{}
+
+func (triedMark) Clone() fwk.StateData { return triedMark{} }
+
+// firstOfCycle reports whether this is the first member's PreFilter of a
+// pod-group cycle (or a cycle of one pod), and marks the cycle.
+//
+// Why: the gang is tried on the snapshot its cycle started from. A freed
+// node seen while the cycle runs ends the gate (Wake); were a later
+// member's PreFilter to record the gang as tried again, that wake would be
+// lost, and the gang, its cycle failed on the older snapshot, would wait
+// at PreEnqueue for another event or core.GateLimit.
+func firstOfCycle(state fwk.CycleState) bool {
+	if !state.IsPodGroupSchedulingCycle() {
+		return true
+	}
+	gs := state.GetPodGroupSchedulingCycle()
+	if gs == nil {
+		return true
+	}
+	if _, err := gs.Read(triedKey); err == nil {
+		return false
+	}
+	gs.Write(triedKey, triedMark{})
+	return true
 }
 
 // groupTrial is what a Workload API gang's pod-group cycle learnt, for

@@ -403,3 +403,48 @@ func TestPreEnqueueHoldsATriedWorkloadGangUntilWoken(t *testing.T) {
 		t.Fatalf("held gang not activated after capacity was freed: %v (activated %v)", err, f.h.activated)
 	}
 }
+
+// A freed node seen while a Workload API gang's pod-group cycle runs ends
+// its gate for good: the members whose PreFilter runs after the wake do not
+// record the gang as tried again, so the gang, its cycle failed on the
+// snapshot taken before the node was freed, is not held at PreEnqueue.
+func TestWakeDuringAPodGroupCycleIsKept(t *testing.T) {
+	pods := []*v1.Pod{workloadMember("big-0", "big", "8"), workloadMember("big-1", "big", "8")}
+	_, big := podgroup.NewWorkload("default", "big", 2)
+	f := newFixtureWith(t, pods, []*schedulingv1beta1.PodGroup{big})
+	ctx := context.Background()
+	nodes := []fwk.NodeInfo{gpuNode("n1", "8")}
+	group := framework.NewCycleState()
+	inCycle := func() *framework.CycleState {
+		s := framework.NewCycleState()
+		s.SetPodGroupSchedulingCycle(group)
+		return s
+	}
+	if _, s := f.plugin.PreFilter(ctx, inCycle(), pods[0], nodes); s.Code() != fwk.Unschedulable {
+		t.Fatalf("big-0: PreFilter %v, want Unschedulable (two 8-GPU members, one 8-GPU node)", s)
+	}
+	events, err := f.plugin.EventsToRegister(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An assigned pod deleted while the cycle runs.
+	if h, err := events[1].QueueingHintFn(klog.Background(), pods[1], member("gone", "", "8"), nil); err != nil || h != fwk.Queue {
+		t.Fatalf("hint = %v, %v; want Queue", h, err)
+	}
+	if _, s := f.plugin.PreFilter(ctx, inCycle(), pods[1], nodes); s.Code() != fwk.Unschedulable {
+		t.Fatalf("big-1: PreFilter %v, want Unschedulable", s)
+	}
+	for _, p := range pods {
+		if s := f.plugin.PreEnqueue(ctx, p); !s.IsSuccess() {
+			t.Fatalf("%s: held at PreEnqueue though capacity was freed during its cycle: %v", p.Name, s)
+		}
+	}
+	// The next cycle, on a snapshot with the freed node, records it again.
+	group = framework.NewCycleState()
+	if _, s := f.plugin.PreFilter(ctx, inCycle(), pods[0], nodes); s.Code() != fwk.Unschedulable {
+		t.Fatalf("PreFilter %v", s)
+	}
+	if s := f.plugin.PreEnqueue(ctx, pods[0]); s.IsSuccess() {
+		t.Fatal("gang tried in a new cycle and refused is not held")
+	}
+}
