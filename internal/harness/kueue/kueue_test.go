@@ -383,6 +383,9 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 	if len(specs) != len(liveCQs.Items) {
 		t.Fatalf("collector stored %d ClusterQueues, Kueue has %d", len(specs), len(liveCQs.Items))
 	}
+	// The client's list comes from its cache, in no stated order.
+	slices.SortFunc(liveCQs.Items, func(a, b kueueapi.ClusterQueue) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(specs, func(a, b schedloop.KueueClusterQueue) int { return strings.Compare(a.Name, b.Name) })
 	for i, cq := range liveCQs.Items {
 		want := events.KueueClusterQueueOf(cq, specs[i].ObservedAt)
 		for j := range want.Quotas {
