@@ -34,6 +34,8 @@ type Recommendation struct {
 	// Patch holds one `kubectl patch clusterqueue` command per changed
 	// queue, or is empty when no change helps.
 	Patch string
+	// Proposed is the cohort with Changes made, for replays under it.
+	Proposed scoring.KueueCohort
 }
 
 // RecommendOptions bound the search.
@@ -70,6 +72,10 @@ func Recommend(cohort scoring.KueueCohort, wls []Workload, o RecommendOptions) (
 	// last event, so taking all of a queue's quota would look like a cut:
 	// a move must leave every workload admitted that was admitted before.
 	var admitted int
+	queueOf := map[string]string{}
+	for _, w := range wls {
+		queueOf[w.Key] = w.Queue
+	}
 	replay := func(c scoring.KueueCohort) (time.Duration, map[string]time.Duration, error) {
 		res, err := Replay(Clone(c), wls, o.FairSharing)
 		if err != nil {
@@ -84,10 +90,6 @@ func Recommend(cohort scoring.KueueCohort, wls []Workload, o RecommendOptions) (
 		admitted = len(got)
 		perQueue := map[string]time.Duration{}
 		var total time.Duration
-		queueOf := map[string]string{}
-		for _, w := range wls {
-			queueOf[w.Key] = w.Queue
-		}
 		for k, d := range res.QuotaWait {
 			total += d
 			perQueue[queueOf[k]] += d
@@ -140,6 +142,7 @@ func Recommend(cohort scoring.KueueCohort, wls []Workload, o RecommendOptions) (
 			}
 		}
 	}
+	rec.Proposed = cur
 	rec.Patch, err = patch(cur, rec.Changes)
 	return rec, err
 }

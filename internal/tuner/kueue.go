@@ -49,18 +49,10 @@ func RecommendKueueQuota(w Workload, base sim.Config, now time.Time) (schedloop.
 	}
 	out := schedloop.KueueQuotaRecommendation{Created: now, Jobs: len(wls), Patch: rec.Patch,
 		QuotaWaitBeforeS: rec.WaitBefore.Seconds(), QuotaWaitAfterS: rec.WaitAfter.Seconds()}
-	after := kueuereplay.Clone(w.Kueue.Cohort)
 	for _, ch := range rec.Changes {
 		out.Changes = append(out.Changes, schedloop.KueueQuotaChange{ClusterQueue: ch.Queue, Flavor: ch.FR.Flavor, Resource: ch.FR.Resource, From: ch.From, To: ch.To})
-		for _, q := range after {
-			if q.Name == ch.Queue {
-				v := q.Quotas[ch.FR]
-				v.Nominal = ch.To
-				q.Quotas[ch.FR] = v
-			}
-		}
 	}
-	for i, cohort := range []scoring.KueueCohort{w.Kueue.Cohort, after} {
+	for i, cohort := range []scoring.KueueCohort{w.Kueue.Cohort, rec.Proposed} {
 		front := *w.Kueue
 		front.Cohort = cohort
 		cfg := base
