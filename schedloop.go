@@ -280,6 +280,12 @@ type GPUSample struct {
 	GPUInstance        string
 	GPUInstanceProfile string
 	ComputeShare       float64
+	// MIGDeviceUUID is the instance's own MIG- UUID where the source names
+	// it: dcgm-exporter does, as dra_mig_device_uuid, for an instance a
+	// ResourceClaim holds. Empty otherwise, and always for a whole GPU. It
+	// joins the sample to the claim holding that instance; nothing stores
+	// it, the instance being GPUUUID and GPUInstance.
+	MIGDeviceUUID string
 }
 
 // ProfileStatus is where a tuned profile is in its life.

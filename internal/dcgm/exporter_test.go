@@ -171,6 +171,10 @@ func checkParsed(t *testing.T, page []byte, contentType string) {
 			s.ComputeShare < 0 || s.ComputeShare > 1 {
 			t.Fatalf("sample %+v from %q: instance, profile and compute share disagree", s, page)
 		}
+		// A DRA MIG UUID names an instance, never a whole GPU.
+		if s.MIGDeviceUUID != "" && (s.GPUInstance == "" || !strings.HasPrefix(s.MIGDeviceUUID, "MIG-")) {
+			t.Fatalf("sample %+v from %q: MIG device UUID on a whole GPU, or not a MIG UUID", s, page)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/schedloop/schedloop"
@@ -61,6 +62,26 @@ const (
 	exportedPrefix   = "exported_"
 )
 
+// Labels dcgm-exporter adds, with KUBERNETES_ENABLE_DRA, to the series of
+// a MIG instance a ResourceClaim holds (NVIDIA/dcgm-exporter,
+// internal/pkg/transformation: the DRA branch of the pod mapper in
+// kubernetes.go, the ResourceSlice reading in dra.go): its profile and its
+// own MIG- UUID, from the attributes "profile" and "uuid" NVIDIA's DRA
+// driver publishes. Every claimed device's series also carries the claim
+// and the device as the allocation names it (dra_claim_name,
+// dra_claim_namespace, dra_driver_name, dra_pool_name, dra_device_name),
+// which the pod labels beside them already say enough of. An instance's
+// series are its GPU instance entity's (GPU_I_ID, GPU_I_PROFILE), under the
+// parent GPU's UUID.
+const (
+	labelDRAMIGProfile    = "dra_mig_profile"
+	labelDRAMIGDeviceUUID = "dra_mig_device_uuid"
+)
+
+// migUUIDPrefix starts every MIG instance UUID NVML prints, old form
+// (MIG-GPU-<uuid>/<gi>/<ci>) and new (MIG-<uuid>) alike.
+const migUUIDPrefix = "MIG-"
+
 // labelFunc returns the value of a label, "" when absent.
 type labelFunc func(name string) string
 
@@ -81,6 +102,7 @@ type seriesLabels struct {
 	profile                        string
 	share                          float64
 	shareErr                       error
+	migUUID                        string
 	namespace, pod, container      string
 	exportedNamespace, exportedPod string
 	exportedContainer              string
@@ -89,13 +111,45 @@ type seriesLabels struct {
 func resolveLabels(label labelFunc) seriesLabels {
 	l := seriesLabels{
 		uuid: label(labelUUID), gpuInstance: label(labelGPUInstance), gpu: label(labelGPU),
-		hostname: label(labelHostname), model: label(labelModel), profile: label(labelGPUProfile),
+		hostname: label(labelHostname), model: label(labelModel),
 		namespace: label(labelNamespace), pod: label(labelPod), container: label(labelContainer),
 		exportedNamespace: label(exportedPrefix + labelNamespace), exportedPod: label(exportedPrefix + labelPod),
 		exportedContainer: label(exportedPrefix + labelContainer),
 	}
-	l.share, l.shareErr = instanceShare(l.gpuInstance, l.profile, l.model)
+	l.resolveInstance(label)
 	return l
+}
+
+// resolveInstance reads the MIG instance a series names, if any: its
+// profile, share and DRA MIG UUID.
+func (l *seriesLabels) resolveInstance(label labelFunc) {
+	l.profile, l.migUUID, l.shareErr = draInstance(l.gpuInstance, label(labelGPUProfile), label(labelDRAMIGProfile), label(labelDRAMIGDeviceUUID))
+	if l.shareErr == nil {
+		l.share, l.shareErr = instanceShare(l.gpuInstance, l.profile, l.model)
+	}
+}
+
+// draInstance reconciles the instance labels of DCGM (GPU_I_PROFILE) and of
+// the DRA claim (dra_mig_profile, dra_mig_device_uuid). The claim's profile
+// stands in for a missing GPU_I_PROFILE; two that differ describe two
+// instances, and the page is refused. A DRA MIG UUID belongs on an
+// instance's series only: on a whole GPU's (no GPU_I_ID) it would hand the
+// GPU, every instance together, to one instance's pod.
+func draInstance(instance, profile, draProfile, migUUID string) (string, string, error) {
+	switch {
+	case draProfile != "" && profile != "" && draProfile != profile:
+		return "", "", fmt.Errorf("label %s=%q but %s=%q", labelGPUProfile, profile, labelDRAMIGProfile, draProfile)
+	case profile == "":
+		profile = draProfile
+	}
+	switch {
+	case migUUID == "":
+	case !strings.HasPrefix(migUUID, migUUIDPrefix):
+		return "", "", fmt.Errorf("label %s=%q is not a MIG instance UUID (%s...)", labelDRAMIGDeviceUUID, migUUID, migUUIDPrefix)
+	case instance == "":
+		return "", "", fmt.Errorf("label %s=%q on a series without %s: a whole GPU's reading named after one of its instances", labelDRAMIGDeviceUUID, migUUID, labelGPUInstance)
+	}
+	return profile, migUUID, nil
 }
 
 // instanceShare is the compute share of the MIG instance a series reads, 0
@@ -203,8 +257,8 @@ func (s *sampleSet) add(metric string, label labelFunc, v float64, t time.Time) 
 	}
 	i, ok, newUUID := s.find(&k)
 	if !ok {
-		l := seriesLabels{gpu: label(labelGPU), hostname: label(labelHostname), model: label(labelModel), profile: label(labelGPUProfile)}
-		l.share, l.shareErr = instanceShare(k.gpuInstance, l.profile, l.model)
+		l := seriesLabels{gpu: label(labelGPU), hostname: label(labelHostname), model: label(labelModel), gpuInstance: k.gpuInstance}
+		l.resolveInstance(label)
 		var err error
 		if i, err = s.insert(&k, newUUID, metric, &l, t); err != nil {
 			return err
@@ -275,7 +329,7 @@ func (s *sampleSet) insert(k *seriesKey, newUUID bool, metric string, l *seriesL
 	s.samples = append(s.samples, schedloop.GPUSample{
 		Time: t, GPUUUID: k.uuid, Node: l.hostname, GPUIndex: idx,
 		PodNamespace: k.namespace, PodName: k.pod, Container: k.container,
-		GPUInstance: k.gpuInstance, GPUInstanceProfile: l.profile, ComputeShare: l.share,
+		GPUInstance: k.gpuInstance, GPUInstanceProfile: l.profile, ComputeShare: l.share, MIGDeviceUUID: l.migUUID,
 	})
 	s.keys = append(s.keys, *k)
 	i := len(s.samples) - 1

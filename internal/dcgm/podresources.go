@@ -109,15 +109,19 @@ type InstanceDevicer interface {
 // → containers). A sample whose GPU has several owners is repeated once per
 // owner, as dcgm-exporter does for shared GPUs. Samples that already name a
 // pod are kept as they are: the exporter saw the allocation first-hand. A
-// MIG instance's sample is looked up by the instance's device ID in
-// instances; one whose ID is unknown stays without a pod, since the GPU's
-// UUID names the whole GPU, which no pod holds while it is partitioned.
+// MIG instance's sample is looked up by the instance's device ID: the MIG
+// UUID the sample names (MIGDeviceUUID), else the one instances gives; one
+// whose ID is unknown stays without a pod, since the GPU's UUID names the
+// whole GPU, which no pod holds while it is partitioned.
 func Attribute(samples []schedloop.GPUSample, owners map[string][]PodRef, instances map[InstanceKey]string) []schedloop.GPUSample {
 	out := make([]schedloop.GPUSample, 0, len(samples))
 	for _, s := range samples {
 		id := s.GPUUUID
 		if s.GPUInstance != "" {
-			id = instances[InstanceKey{s.GPUUUID, s.GPUInstance}]
+			id = s.MIGDeviceUUID
+			if id == "" {
+				id = instances[InstanceKey{s.GPUUUID, s.GPUInstance}]
+			}
 		}
 		var refs []PodRef
 		if id != "" {

@@ -197,3 +197,31 @@ func TestAttributedSourceMIGInstance(t *testing.T) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
 }
+
+// A MIG instance handed out through DRA is joined to the claim's pod by
+// the MIG UUID dcgm-exporter names it by (dra_mig_device_uuid), where no
+// source maps the instance: a sample without pod labels gets the pod, one
+// the exporter already named keeps it, and an instance named by no UUID,
+// with no source map, stays without a pod.
+func TestAttributeByDRAMIGUUID(t *testing.T) {
+	const migA, migB = "MIG-1b2c3d4e-5f60-5718-9a0b-1c2d3e4f5a6b", "MIG-2c3d4e5f-6071-5829-ab1c-2d3e4f5a6b7c"
+	samples := []schedloop.GPUSample{
+		{GPUUUID: uuidC, GPUInstance: "3", GPUInstanceProfile: "1g.10gb", ComputeShare: 1.0 / 7, MIGDeviceUUID: migA},
+		{GPUUUID: uuidC, GPUInstance: "4", GPUInstanceProfile: "3g.40gb", ComputeShare: 3.0 / 7, MIGDeviceUUID: migB,
+			PodNamespace: "ml", PodName: "seen-by-exporter", Container: "c"},
+		{GPUUUID: uuidC, GPUInstance: "5", GPUInstanceProfile: "2g.20gb", ComputeShare: 2.0 / 7},
+		{GPUUUID: uuidC},
+	}
+	owners := map[string][]PodRef{
+		migA:  {{Namespace: "default", Name: "pod1", Container: "ctr1"}},
+		migB:  {{Namespace: "ml", Name: "other", Container: "c"}},
+		uuidC: {{Namespace: "ml", Name: "whole-gpu-holder", Container: "c"}},
+	}
+	got := Attribute(slices.Clone(samples), owners, nil)
+	want := slices.Clone(samples)
+	want[0].PodNamespace, want[0].PodName, want[0].Container = "default", "pod1", "ctr1"
+	want[3].PodNamespace, want[3].PodName, want[3].Container = "ml", "whole-gpu-holder", "c"
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
