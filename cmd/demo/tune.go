@@ -38,7 +38,19 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 	if err != nil {
 		return tuneResult{}, err
 	}
-	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles, changing %s", len(w.Jobs), len(w.Cluster.Nodes), knobs(c.knobs))
+	base := sim.Config{Preemption: true, HighPriority: HighPriority}
+	// The replays start each job as late as this control plane started
+	// the jobs that had room (tuner.StartLatency), so what they predict
+	// is what this cluster, at this clock, will measure.
+	hist, err := lifecycle.History(ctx, s, src)
+	if err != nil {
+		return tuneResult{}, err
+	}
+	if base.StartLatency, err = tuner.StartLatency(hist, w, base, tuner.FromDocument(current).Params); err != nil {
+		return tuneResult{}, err
+	}
+	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles, changing %s; each start %v after its placement, the median wait of the jobs that had room",
+		len(w.Jobs), len(w.Cluster.Nodes), knobs(c.knobs), base.StartLatency)
 	g := tuner.DefaultGuardrails()
 	g.Margin = c.margin
 	name := "demo-tuned-" + now.UTC().Format("20060102-150405")
@@ -48,7 +60,7 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 		// the arrival jitter is too. Seed 0: derived from the history.
 		Replays:         tuner.Replays{Count: c.replays, Jitter: time.Duration(float64(10*time.Minute) / c.speed)},
 		HoldoutFraction: 0.3, Rounds: c.rounds, MinGain: 0.002, Knobs: c.knobs,
-		Base: sim.Config{Preemption: true, HighPriority: HighPriority},
+		Base: base,
 	})
 	if err != nil {
 		return tuneResult{}, fmt.Errorf("tune: %w", err)

@@ -65,6 +65,15 @@ type Config struct {
 	// when its jobs start, and replaying the jobs queued behind them to
 	// their ends would be most of its cost.
 	StopOnceStarted int
+	// StartLatency is how long after the scheduler's decision a job starts
+	// running: a live control plane takes that long from a pod becoming
+	// placeable to its binding being stored, and a compressed clock
+	// multiplies it. The job's GPUs are held from the decision, its run
+	// (and its recorded start, hence its wait) begins StartLatency later.
+	// Zero: jobs start when they are placed, as the trace's own cluster
+	// recorded them. Jobs a snapshot found running (Job.RunningOn) start
+	// at once. tuner.StartLatency estimates it from stored history.
+	StartLatency time.Duration
 }
 
 // Predictor predicts run times from what a replay has seen so far.
@@ -340,7 +349,7 @@ func (r *replay) pin(jobs []*jobState) error {
 		js.predicted = j.Predicted
 		r.waiting += j.DemandMilli() // begin takes it off again
 		r.advance(j.Arrival)
-		r.begin(js, j.Arrival)
+		r.begin(js, j.Arrival, 0)
 	}
 	return nil
 }
@@ -687,7 +696,7 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 			return false
 		}
 		js.allocs, js.nodeIdx = []scoring.Allocation{a}, []int{i}
-		r.begin(js, t)
+		r.begin(js, t, r.cfg.StartLatency)
 		return true
 	}
 	var allocs []scoring.Allocation
@@ -698,7 +707,7 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 	}
 	if ok {
 		js.allocs, js.nodeIdx = allocs, idx
-		r.begin(js, t)
+		r.begin(js, t, r.cfg.StartLatency)
 		return true
 	}
 	if least, seen := failed.gangs[js.shape]; !seen || j.Members < least {
@@ -718,8 +727,8 @@ func (r *replay) try(js *jobState, t time.Duration, failed *shapeMemo) bool {
 }
 
 // begin starts a job whose every member holds its allocation.
-func (r *replay) begin(js *jobState, t time.Duration) {
-	js.status, js.start = running, t
+func (r *replay) begin(js *jobState, t, latency time.Duration) {
+	js.status, js.start = running, t+latency
 	if !js.begun {
 		js.begun = true
 		if js.idx < r.cfg.StopOnceStarted && len(js.job.RunningOn) == 0 {
@@ -741,7 +750,7 @@ func (r *replay) begin(js *jobState, t time.Duration) {
 	for k, i := range js.nodeIdx {
 		r.onNode[i] = append(r.onNode[i], podRef{js: js, member: k})
 	}
-	r.push(event{at: t + js.job.Duration, kind: evDepart, job: js, epoch: js.epoch})
+	r.push(event{at: js.start + js.job.Duration, kind: evDepart, job: js, epoch: js.epoch})
 }
 
 // preempt applies scoring's preemption rule: each node's answer
@@ -801,7 +810,7 @@ func (r *replay) preempt(js *jobState, t time.Duration) bool {
 		return false
 	}
 	js.allocs, js.nodeIdx = []scoring.Allocation{a}, []int{best}
-	r.begin(js, t)
+	r.begin(js, t, r.cfg.StartLatency)
 	return true
 }
 

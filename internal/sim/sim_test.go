@@ -99,6 +99,28 @@ func TestReplaySemantics(t *testing.T) {
 	}
 }
 
+// Each start comes StartLatency after the decision, the GPUs held from the
+// decision: a job that finds room waits the latency, and one queued behind
+// it waits for its predecessor's latency, run and its own latency.
+func TestStartLatency(t *testing.T) {
+	jobs := []Job{job("a", 0, 100, 1, 8), job("b", 1, 10, 1, 8), job("c", 2, 10, 1, 4)}
+	bin := scoring.Weights{scoring.TermBinPack: 1}
+	res := checkStarts(t, cluster(1, 8), jobs, Config{Params: scoring.Params{Weights: bin}, StartLatency: sec(5)},
+		[]time.Duration{sec(5), sec(110), sec(125)})
+	if got, want := res.Jobs[2].End, sec(135); got != want {
+		t.Errorf("c ended at %v, want %v", got, want)
+	}
+	// a waits 5s, b 109s, c 123s; JCTs 105, 119, 133.
+	if got, want := res.Metrics.MeanWait, (5.0+109+123)/3; math.Abs(got-want) > 1e-9 {
+		t.Errorf("mean wait %v, want %v", got, want)
+	}
+	if got, want := res.Metrics.MeanJCT, (105.0+119+133)/3; math.Abs(got-want) > 1e-9 {
+		t.Errorf("mean JCT %v, want %v", got, want)
+	}
+	// Zero latency is the replay without it.
+	checkStarts(t, cluster(1, 8), jobs, Config{Params: scoring.Params{Weights: bin}}, []time.Duration{0, sec(100), sec(110)})
+}
+
 func TestPreemptedJobRestarts(t *testing.T) {
 	res, err := Run(cluster(1, 8), []Job{job("low", 0, 100, 1, 8), prio(job("high", 10, 10, 1, 8), 100)},
 		Config{Params: scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}, Preemption: true})

@@ -47,6 +47,9 @@ type Inputs struct {
 	Preemption               bool  `json:"preemption"`
 	HighPriority             int32 `json:"highPriority"`
 	PercentageOfNodesToScore int   `json:"percentageOfNodesToScore"`
+	// StartLatencyS is sim.Config.StartLatency in seconds (StartLatency
+	// estimates it from stored history; zero: none).
+	StartLatencyS float64 `json:"startLatencySeconds,omitempty"`
 	// Version is the program that computed the report (Version()).
 	Version string `json:"version"`
 }

@@ -135,22 +135,31 @@ func Tune(ctx context.Context, in Input) (Report, error) {
 // windowComparison replays the whole workload once under cur and under
 // best, each predicting from table as the scheduler will.
 func windowComparison(o Objective, w Workload, base sim.Config, table predict.Table, cur, best Candidate) (Comparison, error) {
-	typical := scoring.TypicalWorkload(sim.Requests(w.Jobs), 0.95)
 	var ev [2]Evaluation
 	for i, c := range []Candidate{cur, best} {
-		p, err := predict.FromTable(table)
+		res, err := replayWhole(w, base, table, c.Params)
 		if err != nil {
-			return Comparison{}, fmt.Errorf("window replay: %w", err)
-		}
-		cfg := base
-		cfg.Params, cfg.Workload, cfg.Predictor, cfg.Kueue = c.Params.Clone(), typical, TablePredictor{P: p}, w.Kueue
-		res, err := sim.Run(w.Cluster, w.Jobs, cfg)
-		if err != nil {
-			return Comparison{}, fmt.Errorf("window replay: %w", err)
+			return Comparison{}, err
 		}
 		ev[i] = Evaluation{PerReplay: []Values{ValuesOf(res.Metrics)}, Prediction: predictionAccuracy(w.Jobs, res)}
 	}
 	return Compare(o, ev[1], ev[0]), nil
+}
+
+// replayWhole replays the whole workload once under p, predicting from
+// table as the scheduler will.
+func replayWhole(w Workload, base sim.Config, table predict.Table, p scoring.Params) (sim.Result, error) {
+	pr, err := predict.FromTable(table)
+	if err != nil {
+		return sim.Result{}, fmt.Errorf("window replay: %w", err)
+	}
+	cfg := base
+	cfg.Params, cfg.Workload, cfg.Predictor, cfg.Kueue = p.Clone(), scoring.TypicalWorkload(sim.Requests(w.Jobs), 0.95), TablePredictor{P: pr}, w.Kueue
+	res, err := sim.Run(w.Cluster, w.Jobs, cfg)
+	if err != nil {
+		return sim.Result{}, fmt.Errorf("window replay: %w", err)
+	}
+	return res, nil
 }
 
 // inputs names what the run reads, with the seed it replays under.
@@ -163,7 +172,8 @@ func (in Input) inputs() Inputs {
 		Jobs: len(in.Workload.Jobs), JobsHash: HashJobs(in.Workload.Jobs), Nodes: len(in.Workload.Cluster.Nodes),
 		InventoryHash: HashCluster(in.Workload.Cluster), Objective: in.Objective.String(), Guardrails: in.Guard,
 		HoldoutFraction: in.HoldoutFraction, Rounds: in.Rounds, MinGain: in.MinGain, Knobs: in.Knobs, Preemption: in.Base.Preemption,
-		HighPriority: in.Base.HighPriority, PercentageOfNodesToScore: in.Base.PercentageOfNodesToScore, Version: Version()}
+		HighPriority: in.Base.HighPriority, PercentageOfNodesToScore: in.Base.PercentageOfNodesToScore,
+		StartLatencyS: in.Base.StartLatency.Seconds(), Version: Version()}
 	if x.Seed == 0 {
 		x.Seed, x.SeedDerived = DeriveSeed(x.JobsHash, x.InventoryHash), true
 	}
@@ -240,8 +250,8 @@ func (r Report) Explain(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "inputs: seed %s; %s\n", seed, in.Source)
 	fmt.Fprintf(tw, "  %d jobs, sha256 %s; %d nodes, sha256 %s\n", in.Jobs, short(in.JobsHash), in.Nodes, short(in.InventoryHash))
-	fmt.Fprintf(tw, "  hold-out %g, %d rounds, min gain %g, preemption %t, high priority >= %d, percentageOfNodesToScore %d; version %s\n",
-		in.HoldoutFraction, in.Rounds, in.MinGain, in.Preemption, in.HighPriority, in.PercentageOfNodesToScore, in.Version)
+	fmt.Fprintf(tw, "  hold-out %g, %d rounds, min gain %g, preemption %t, high priority >= %d, percentageOfNodesToScore %d, start latency %gs; version %s\n",
+		in.HoldoutFraction, in.Rounds, in.MinGain, in.Preemption, in.HighPriority, in.PercentageOfNodesToScore, in.StartLatencyS, in.Version)
 	fmt.Fprintf(tw, "check: %s\n", r.VerifyCommand())
 	if p := r.Prediction; p.Jobs > 0 {
 		fmt.Fprintf(tw, "run-time prediction on the held-out jobs (each from the jobs finished before it): Spearman %.2f, %.0f%% within 2x of actual, %d jobs\n",

@@ -26,6 +26,7 @@ func InputFromReport(r Report, w Workload) (Input, error) {
 		Replays:         Replays{Count: x.Replays, Jitter: time.Duration(x.JitterS * float64(time.Second)), Seed: x.Seed},
 		HoldoutFraction: x.HoldoutFraction, Rounds: x.Rounds, MinGain: x.MinGain, Knobs: x.Knobs}
 	in.Base.Preemption, in.Base.HighPriority, in.Base.PercentageOfNodesToScore = x.Preemption, x.HighPriority, x.PercentageOfNodesToScore
+	in.Base.StartLatency = time.Duration(x.StartLatencyS * float64(time.Second))
 	return in, nil
 }
 

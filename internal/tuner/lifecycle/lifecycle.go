@@ -85,18 +85,9 @@ func Load(ctx context.Context, s *store.Store, src tuner.Source) (tuner.Workload
 		trace.SortByArrival(tj)
 		w.Jobs = sim.JobsFromTrace(tj)
 	case s != nil:
-		hist, err := s.JobHistory(ctx, src.From, src.To)
+		hist, err := History(ctx, s, src)
 		if err != nil {
 			return w, err
-		}
-		if src.Namespace != "" {
-			kept := hist[:0]
-			for _, j := range hist {
-				if j.Namespace == src.Namespace {
-					kept = append(kept, j)
-				}
-			}
-			hist = kept
 		}
 		w.Jobs = tuner.JobsFromHistory(hist, src.From, src.To, src.Util)
 		// With Kueue's ClusterQueues stored, Kueue is in front of the
@@ -123,6 +114,25 @@ func Load(ctx context.Context, s *store.Store, src tuner.Source) (tuner.Workload
 		return w, fmt.Errorf("only %d jobs to replay: not enough history to tune on", len(w.Jobs))
 	}
 	return w, nil
+}
+
+// History is the stored jobs src names: created in [From, To), of
+// Namespace when it is set.
+func History(ctx context.Context, s *store.Store, src tuner.Source) ([]schedloop.Job, error) {
+	hist, err := s.JobHistory(ctx, src.From, src.To)
+	if err != nil {
+		return nil, err
+	}
+	if src.Namespace == "" {
+		return hist, nil
+	}
+	kept := hist[:0]
+	for _, j := range hist {
+		if j.Namespace == src.Namespace {
+			kept = append(kept, j)
+		}
+	}
+	return kept, nil
 }
 
 // Record stores rep's proposal with its evidence and prediction, as a child
