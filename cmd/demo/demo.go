@@ -206,6 +206,7 @@ func demo(ctx context.Context, c config, stdout, stderr io.Writer) (Summary, err
 		return sum, err
 	}
 	sum.Published, sum.Accepted, sum.Reason = tuned.published, tuned.report.Decision.Publish, tuned.report.Decision.Reason
+	sum.StartLatencySeconds = tuned.report.Inputs.StartLatencyS
 	if tuned.published {
 		if err := reloaded(tuned.report.Proposed.Name); err != nil {
 			return sum, err

@@ -27,7 +27,7 @@ func TestChange(t *testing.T) {
 // published profile and its change from the current profile's beside what
 // the replays measured, and stays empty without a published profile.
 func TestSummaryPrintsPredictions(t *testing.T) {
-	s := Summary{Speed: 400, Published: true, Accepted: true, Reason: "held-out gain 12.8%",
+	s := Summary{Speed: 400, Published: true, Accepted: true, Reason: "held-out gain 12.8%", StartLatencySeconds: 0.12,
 		Before: PhaseSummary{Profile: "stock", GPUIdleShare: 0.011, MeanJCTSeconds: 5.9, MeanQueueSeconds: 3, QueueShare: 3 / 5.9},
 		After:  PhaseSummary{Profile: "tuned", GPUIdleShare: 0, MeanJCTSeconds: 5.8, MeanQueueSeconds: 1.5, QueueShare: 1.5 / 5.8},
 		Predicted: map[string]float64{"gain": 0.128, "gpu_idle_share": 0.5, "baseline_gpu_idle_share": 0.6,
@@ -39,7 +39,8 @@ func TestSummaryPrintsPredictions(t *testing.T) {
 	flat := strings.Join(strings.Fields(out.String()), " ")
 	for _, want := range []string{"change predicted after (change) GPU idle share", "-1.1 pts 0.2% (-1.0 pts) mean JCT",
 		"-1.7% 5.0 s [33m] (-16.7%) p95 JCT", "mean queueing (share of JCT) 3.0 s [20m] (51%) 1.5 s [10m] (26%) -50.0% high-priority",
-		"mean JCT predicted 5.00 s, measured 5.80 s (+16.0%)", "guardrails: published (held-out gain 12.8%)"} {
+		"each job started 0.120 s after its placement", "mean JCT predicted 5.00 s, measured 5.80 s (+16.0%)",
+		"the same replay under stock: mean JCT 6.00 s, measured 5.90 s (-1.7%)", "guardrails: published (held-out gain 12.8%)"} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -47,7 +48,7 @@ func TestSummaryPrintsPredictions(t *testing.T) {
 	s.Predicted = nil
 	out.Reset()
 	s.print(&out)
-	if strings.Contains(out.String(), "predicted (stored") || strings.Contains(out.String(), "-16.7%") {
+	if strings.Contains(out.String(), "predicted (stored") || strings.Contains(out.String(), "-16.7%") || strings.Contains(out.String(), "the same replay") {
 		t.Errorf("summary without a prediction shows one:\n%s", out.String())
 	}
 }
