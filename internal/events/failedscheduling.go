@@ -382,6 +382,11 @@ func categorize(reason string) schedloop.WaitCategory {
 		switch p.Kind {
 		case reasons.KindGangIncomplete:
 			return schedloop.WaitGangIncomplete
+		case reasons.KindGangNoRoom:
+			if p.Short == reasons.ShortGPUs {
+				return schedloop.WaitInsufficientGPU
+			}
+			return schedloop.WaitInsufficientCPU
 		case reasons.KindQueueLimit:
 			return schedloop.WaitQueueLimit
 		case reasons.KindTopology:

@@ -102,6 +102,20 @@ func TestParseFailedScheduling(t *testing.T) {
 			category: schedloop.WaitGangIncomplete, parsed: true,
 		},
 		{
+			name:     "own gang reason, every member present, GPUs short",
+			msg:      "0/64 nodes are available: " + reasons.GangNoRoom("ml", "solo", reasons.ShortGPUs, 0, 1) + ".",
+			total:    64,
+			reasons:  map[string]int{"gang ml/solo waits for GPUs: free capacity fits 0/1 members": 64},
+			category: schedloop.WaitInsufficientGPU, parsed: true,
+		},
+		{
+			name:     "own gang reason, every member present, CPU or memory short",
+			msg:      "0/64 nodes are available: " + reasons.GangNoRoom("ml", "big", reasons.ShortCPUMemory, 2, 4) + ".",
+			total:    64,
+			reasons:  map[string]int{"gang ml/big waits for CPU or memory: free capacity fits 2/4 members": 64},
+			category: schedloop.WaitInsufficientCPU, parsed: true,
+		},
+		{
 			name:     "own queue reason",
 			msg:      "0/64 nodes are available: " + reasons.QueueAtLimit("research", 64) + ".",
 			total:    64,

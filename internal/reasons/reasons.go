@@ -25,6 +25,11 @@ import (
 const (
 	// GangIncompleteFormat: namespace, pod group name, members present, minMember.
 	GangIncompleteFormat = "gang %s/%s incomplete: %d/%d members"
+	// GangNoRoomFormat: namespace, pod group name, what is short (ShortGPUs
+	// or ShortCPUMemory), members the free capacity fits, members
+	// outstanding. Every member exists; the gang waits for capacity, not for
+	// members, and is filed as a shortage of what it names.
+	GangNoRoomFormat = "gang %s/%s waits for %s: free capacity fits %d/%d members"
 	// QueueLimitFormat: queue name, the queue's GPU limit.
 	QueueLimitFormat = "queue %s at limit %d GPUs"
 	// QueueGangLimitFormat: queue name, the queue's limit on running gangs.
@@ -43,6 +48,18 @@ const (
 // minMember of its pods exist or fit.
 func GangIncomplete(namespace, name string, have, want int) string {
 	return fmt.Sprintf(GangIncompleteFormat, namespace, name, have, want)
+}
+
+// What a gang that does not fit is short of (GangNoRoom).
+const (
+	ShortGPUs      = "GPUs"
+	ShortCPUMemory = "CPU or memory"
+)
+
+// GangNoRoom says that every member of a gang exists but the free capacity
+// fits only fit of its outstanding members, short is what it lacks.
+func GangNoRoom(namespace, name, short string, fit, outstanding int) string {
+	return fmt.Sprintf(GangNoRoomFormat, namespace, name, short, fit, outstanding)
 }
 
 // QueueAtLimit says that admitting the pod would take its queue over its GPU limit.
@@ -72,6 +89,7 @@ type Kind string
 
 const (
 	KindGangIncomplete Kind = "gang_incomplete"
+	KindGangNoRoom     Kind = "gang_no_room"
 	KindQueueLimit     Kind = "queue_limit"
 	KindTopology       Kind = "topology"
 	KindReserved       Kind = "reserved"
@@ -83,12 +101,16 @@ type Parsed struct {
 	Kind      Kind
 	Namespace string
 	Name      string // pod group or queue name
-	Have      int
-	Want      int
-	GPUs      int
-	Level     string
-	Largest   int
-	Limit     int
+	// Have and Want: members present (or, for KindGangNoRoom, that fit)
+	// and members wanted (outstanding).
+	Have    int
+	Want    int
+	GPUs    int
+	Level   string
+	Largest int
+	Limit   int
+	// Short is what a KindGangNoRoom gang lacks: ShortGPUs or ShortCPUMemory.
+	Short string
 	// RunningGangs marks a queue limit on running gangs (QueueAtGangLimit);
 	// Limit then counts gangs, not GPUs. Both are KindQueueLimit.
 	RunningGangs bool
@@ -97,13 +119,14 @@ type Parsed struct {
 // The patterns mirror the formats above; TestRoundTrip keeps them in step.
 var (
 	gangRE      = regexp.MustCompile(`^gang ([^/\s]+)/(\S+) incomplete: (\d+)/(\d+) members$`)
+	gangRoomRE  = regexp.MustCompile(`^gang ([^/\s]+)/(\S+) waits for (GPUs|CPU or memory): free capacity fits (\d+)/(\d+) members$`)
 	queueRE     = regexp.MustCompile(`^queue (\S+) at limit (\d+) GPUs$`)
 	queueGangRE = regexp.MustCompile(`^queue (\S+) at limit (\d+) running gangs$`)
 	reservedRE  = regexp.MustCompile(`^reserved for ([^/\s]+)/(\S+)$`)
 	topologyRE  = regexp.MustCompile(`^topology: gang needs (\d+) GPUs within one (\S+); largest free (\S+) has (\d+)$`)
 )
 
-// Parse recognises a reason written by GangIncomplete, QueueAtLimit,
+// Parse recognises a reason written by GangIncomplete, GangNoRoom, QueueAtLimit,
 // QueueAtGangLimit, TopologyUnsatisfied or Reserved. ok is false for any other text, including numbers too
 // large for an int.
 func Parse(reason string) (p Parsed, ok bool) {
@@ -114,6 +137,14 @@ func Parse(reason string) (p Parsed, ok bool) {
 			return Parsed{}, false
 		}
 		return Parsed{Kind: KindGangIncomplete, Namespace: m[1], Name: m[2], Have: have, Want: want}, true
+	}
+	if m := gangRoomRE.FindStringSubmatch(reason); m != nil {
+		have, err1 := strconv.Atoi(m[4])
+		want, err2 := strconv.Atoi(m[5])
+		if err1 != nil || err2 != nil {
+			return Parsed{}, false
+		}
+		return Parsed{Kind: KindGangNoRoom, Namespace: m[1], Name: m[2], Short: m[3], Have: have, Want: want}, true
 	}
 	if m := queueRE.FindStringSubmatch(reason); m != nil {
 		limit, err := strconv.Atoi(m[2])

@@ -22,7 +22,7 @@ func TestGang64WholeOrNothing(t *testing.T) {
 			e.waitBound("blocker", 1)
 
 			e.gangAs(api, "big", ours, 64, 1)
-			note := e.waitGangReason(api, "big", "gang default/big incomplete: 56/64 members")
+			note := e.waitGangReason(api, "big", "gang default/big waits for GPUs: free capacity fits 56/64 members")
 			t.Logf("ours with 56 GPUs free: %s", note)
 			if bound, _ := e.placement("big-"); len(bound) != 0 {
 				t.Fatalf("our profile bound %d of 64 members with only 56 GPUs free", len(bound))
@@ -65,7 +65,7 @@ func TestCompetingGangsDoNotDeadlock(t *testing.T) {
 		e.gangAs(api, a, ours, 2, 8)
 		e.gangAs(api, b, ours, 2, 8)
 		winner, loser := e.oneGangWins(a, b, 2)
-		e.waitGangReason(api, loser, "gang default/"+loser+" incomplete: 0/2 members")
+		e.waitGangReason(api, loser, "gang default/"+loser+" waits for GPUs: free capacity fits 0/2 members")
 		if b, _ := e.placement(loser + "-"); len(b) != 0 {
 			t.Fatalf("%s: waiting gang %s has %d members bound", api, loser, len(b))
 		}

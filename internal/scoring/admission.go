@@ -63,6 +63,17 @@ func GangFit(nodes []*Node, reserving []GangDemand, r Request, members int) int 
 	return total
 }
 
+// GangShortOfGPUs reports, for a gang GangFit found short, whether GPUs are
+// what it lacks: its outstanding members do not fit even with their CPU and
+// memory set aside. Otherwise CPU or memory is short. A refusal that says
+// which lets the wait be filed as the capacity it waits for rather than as
+// a gang missing members.
+func GangShortOfGPUs(nodes []*Node, reserving []GangDemand, r Request, members int) bool {
+	gpuOnly := r
+	gpuOnly.CPUMilli, gpuOnly.MemoryMiB = 0, 0
+	return GangFit(nodes, reserving, gpuOnly, members) < members
+}
+
 // LargestDomainGPUs is the most idle GPUs any single domain at level holds
 // (level indexes the depth topology levels; depth means one host), for
 // reasons that say how far a gang is from fitting.

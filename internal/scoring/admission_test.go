@@ -31,6 +31,36 @@ func TestGangFitSetsAsideReservingGangs(t *testing.T) {
 	}
 }
 
+// TestGangShortOfGPUs: a gang GangFit refuses is short of GPUs when its
+// members do not fit even with CPU and memory set aside, else of CPU or
+// memory; GPUs held by a reserving gang count as short GPUs.
+func TestGangShortOfGPUs(t *testing.T) {
+	node := func() []*Node { return []*Node{NewNode("a", "H100", 8, 16000, 1<<16)} }
+	tests := []struct {
+		name      string
+		reserving []GangDemand
+		req       Request
+		members   int
+		want      bool
+	}{
+		{"one member, GPUs short", nil, Request{GPUs: 16, CPUMilli: 1000}, 1, true},
+		{"one member, CPU short", nil, Request{GPUs: 1, CPUMilli: 32000}, 1, false},
+		{"memory short", nil, Request{GPUs: 1, MemoryMiB: 1 << 15}, 4, false},
+		{"both short: GPUs named", nil, Request{GPUs: 4, CPUMilli: 32000}, 3, true},
+		{"GPUs held by a reserving gang", []GangDemand{{Request{GPUs: 8}, 1}}, Request{GPUs: 1}, 1, true},
+		{"no GPUs asked", nil, Request{CPUMilli: 32000}, 1, false},
+	}
+	for _, tc := range tests {
+		nodes := node()
+		if fit := GangFit(nodes, tc.reserving, tc.req, tc.members); fit >= tc.members {
+			t.Fatalf("%s: GangFit = %d, the case must be a refused gang", tc.name, fit)
+		}
+		if got := GangShortOfGPUs(nodes, tc.reserving, tc.req, tc.members); got != tc.want {
+			t.Errorf("%s: GangShortOfGPUs = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestReserveReportsShortfall(t *testing.T) {
 	nodes := []*Node{NewNode("a", "H100", 8, 64000, 1<<20)}
 	if short := Reserve(nodes, []GangDemand{{Request{GPUs: 3}, 3}}); short != 1 || nodes[0].IdleGPUs() != 2 {

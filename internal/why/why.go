@@ -468,6 +468,9 @@ func Label(category string, rs map[string]int, totalNodes int, message string) s
 		switch {
 		case p.Kind == reasons.KindGangIncomplete && category == string(schedloop.WaitGangIncomplete):
 			return fmt.Sprintf("%s: %d/%d members", title, p.Have, p.Want)
+		case p.Kind == reasons.KindGangNoRoom && (category == string(schedloop.WaitInsufficientGPU)) == (p.Short == reasons.ShortGPUs) &&
+			(category == string(schedloop.WaitInsufficientGPU) || category == string(schedloop.WaitInsufficientCPU)):
+			return fmt.Sprintf("%s: free capacity fits %d/%d members of gang %s/%s", title, p.Have, p.Want, p.Namespace, p.Name)
 		case p.Kind == reasons.KindQueueLimit && category == string(schedloop.WaitQueueLimit):
 			return fmt.Sprintf("%s: queue %s at its %d-GPU limit", title, p.Name, p.Limit)
 		case p.Kind == reasons.KindTopology && category == string(schedloop.WaitTopology):

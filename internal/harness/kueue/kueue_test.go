@@ -630,13 +630,14 @@ func TestKueueQuotaThenCapacityThenRunning(t *testing.T) {
 		!strings.HasPrefix(q.Label, "waiting for quota in ClusterQueue team-b") {
 		t.Errorf("b2's first interval %+v: want waiting for quota in team-b until Kueue reserved it at %v", q, reserved.LastTransitionTime)
 	}
-	// After admission the wait is the scheduler's, as it recorded it (the
-	// category is whatever its message is filed under).
+	// After admission the wait is the scheduler's, as it recorded it: b2's
+	// one member exists and finds no GPUs, a wait for capacity.
 	capacity := slices.IndexFunc(tl, func(iv why.Interval) bool {
 		return iv.State == "waiting" && iv.Category != string(schedloop.WaitQuota) && iv.Category != "not_attempted"
 	})
-	if capacity < 1 || tl[capacity].Start.Before(reserved.LastTransitionTime.Time) || tl[capacity].Message != failed.Message {
-		t.Errorf("b2's timeline %v: want the scheduler's wait after its admission with its message %q", states, failed.Message)
+	if capacity < 1 || tl[capacity].Start.Before(reserved.LastTransitionTime.Time) || tl[capacity].Message != failed.Message ||
+		tl[capacity].Category != string(schedloop.WaitInsufficientGPU) {
+		t.Errorf("b2's timeline %v: want the scheduler's wait for GPUs after its admission with its message %q", states, failed.Message)
 	}
 	if last := tl[len(tl)-1]; last.State != "running" || last.Start.Before(bound.Truncate(time.Second)) ||
 		slices.ContainsFunc(tl[:len(tl)-1], func(iv why.Interval) bool { return iv.State == "running" }) {

@@ -225,10 +225,16 @@ func (g *Gang) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, n
 	if outstanding := minMember - c.Placed; outstanding > 0 && !g.mgr.Reserving(key) {
 		// GangFit leaves the shared views as they are (it sets reserving
 		// gangs aside on copies).
-		fit := scoring.GangFit(g.views.Nodes(nodes), g.mgr.OthersReserving(key), req, outstanding)
-		if fit < outstanding {
+		views, others := g.views.Nodes(nodes), g.mgr.OthersReserving(key)
+		if fit := scoring.GangFit(views, others, req, outstanding); fit < outstanding {
 			g.mgr.Block(key)
-			return nil, fwk.NewStatus(fwk.Unschedulable, reasons.GangIncomplete(pod.Namespace, name, c.Placed+fit, minMember))
+			// Every member exists: the gang waits for capacity, and says
+			// which, so that its wait is filed as that shortage.
+			short := reasons.ShortCPUMemory
+			if scoring.GangShortOfGPUs(views, others, req, outstanding) {
+				short = reasons.ShortGPUs
+			}
+			return nil, fwk.NewStatus(fwk.Unschedulable, reasons.GangNoRoom(pod.Namespace, name, short, fit, outstanding))
 		}
 	}
 	cg := &cycleGang{key: key, namespace: pod.Namespace, name: name, min: minMember, req: req, timeout: g.timeout(state, pg)}

@@ -151,16 +151,23 @@ func TestPreFilter(t *testing.T) {
 		member("small-0", "small", "1"), member("small-1", "small", "1"),
 		member("ok-0", "ok", "1"), member("ok-1", "ok", "1"),
 		member("big-0", "big", "4"), member("big-1", "big", "4"), member("big-2", "big", "4"),
+		member("solo-0", "solo", "16"),
+		st.MakePod().Namespace("default").Name("cpu-0").UID("cpu-0").Label(podgroup.LabelPodGroup, "cpu").
+			Res(map[v1.ResourceName]string{v1.ResourceCPU: "96", podspec.ResourceGPU: "1"}).Obj(),
 	}
-	f := newFixture(t, pods, podgroup.New("default", "small", 4), podgroup.New("default", "ok", 2), podgroup.New("default", "big", 3))
+	f := newFixture(t, pods, podgroup.New("default", "small", 4), podgroup.New("default", "ok", 2), podgroup.New("default", "big", 3),
+		podgroup.New("default", "solo", 1), podgroup.New("default", "cpu", 1))
 	nodes := []fwk.NodeInfo{gpuNode("n1", "8")}
 	tests := []preFilterCase{
 		{pods[0], fwk.Skip, ""},
 		{pods[1], fwk.UnschedulableAndUnresolvable, "pod group default/missing not found (scheduler-plugins, scheduling.x-k8s.io/v1alpha1)"},
-		{pods[2], fwk.UnschedulableAndUnresolvable, reasons.GangIncomplete("default", "small", 2, 4)},
+		{pods[2], fwk.UnschedulableAndUnresolvable, "gang default/small incomplete: 2/4 members"},
 		{pods[4], fwk.Success, ""},
-		// Three 4-GPU members, room for two: refused with how many fit.
-		{pods[6], fwk.Unschedulable, reasons.GangIncomplete("default", "big", 2, 3)},
+		// Every member exists; the refusal says what the gang waits for
+		// and how many of its members the free capacity fits.
+		{pods[6], fwk.Unschedulable, "gang default/big waits for GPUs: free capacity fits 2/3 members"},
+		{pods[9], fwk.Unschedulable, "gang default/solo waits for GPUs: free capacity fits 0/1 members"},
+		{pods[10], fwk.Unschedulable, "gang default/cpu waits for CPU or memory: free capacity fits 0/1 members"},
 	}
 	runPreFilter(t, f, nodes, tests)
 }
@@ -195,7 +202,7 @@ func TestPreFilterWorkloadAPI(t *testing.T) {
 		{pods[0], fwk.UnschedulableAndUnresolvable, "pod group default/missing not found (Workload API, scheduling.k8s.io/v1beta1)"},
 		{pods[1], fwk.UnschedulableAndUnresolvable, reasons.GangIncomplete("default", "small", 2, 4)},
 		{pods[3], fwk.Success, ""},
-		{pods[5], fwk.Unschedulable, reasons.GangIncomplete("default", "big", 2, 3)},
+		{pods[5], fwk.Unschedulable, "gang default/big waits for GPUs: free capacity fits 2/3 members"},
 		{pods[8], fwk.Skip, ""},
 		{pods[9], fwk.UnschedulableAndUnresolvable, `pod default/both-0: belongs to scheduler-plugins PodGroup "crd" (label scheduling.x-k8s.io/pod-group) and to Workload API PodGroup "ok" (spec.schedulingGroup.podGroupName); a pod may belong to one gang, declared one way`},
 	}
