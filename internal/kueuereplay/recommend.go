@@ -42,6 +42,9 @@ type Recommendation struct {
 type RecommendOptions struct {
 	// Step is the quota moved per move; 0 means 1.
 	Step int64
+	// Steps overrides Step per resource: quotas of cpu, memory and GPUs are
+	// counted in units of their own, so one step cannot fit them all.
+	Steps map[string]int64
 	// MaxMoves bounds the greedy search; 0 means 8.
 	MaxMoves int
 	// MinGain is the fraction of the current total wait a move must remove
@@ -108,7 +111,11 @@ func Recommend(cohort scoring.KueueCohort, wls []Workload, o RecommendOptions) (
 		var best scoring.KueueCohort
 		for _, donor := range cur {
 			for _, fr := range sortedFRs(donor.Quotas) {
-				if donor.Cohort == "" || donor.Quotas[fr].Nominal < o.Step {
+				step := o.Step
+				if s, ok := o.Steps[fr.Resource]; ok && s > 0 {
+					step = s
+				}
+				if donor.Cohort == "" || donor.Quotas[fr].Nominal < step {
 					continue
 				}
 				for _, recv := range cur {
@@ -119,7 +126,7 @@ func Recommend(cohort scoring.KueueCohort, wls []Workload, o RecommendOptions) (
 						continue
 					}
 					cand := Clone(cur)
-					move(cand, donor.Name, recv.Name, fr, o.Step)
+					move(cand, donor.Name, recv.Name, fr, step)
 					w, q, err := replay(cand)
 					if err != nil {
 						return Recommendation{}, err

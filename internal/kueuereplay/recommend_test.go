@@ -64,3 +64,30 @@ func TestRecommendNothingToGain(t *testing.T) {
 		t.Errorf("recommendation %+v, want none", rec)
 	}
 }
+
+// TestRecommendStepsPerResource: cpu and GPU quotas are counted in units of
+// their own, so each moves by its own step; team-b waits on cpu, and the
+// move is 32 cores of it, not the GPU step.
+func TestRecommendStepsPerResource(t *testing.T) {
+	zero := int64(0)
+	cpu := scoring.FlavorResource{Flavor: "default", Resource: "cpu"}
+	q := func(name string) *scoring.KueueClusterQueue {
+		return &scoring.KueueClusterQueue{Name: name, Cohort: "research", Quotas: map[scoring.FlavorResource]scoring.KueueQuota{
+			h100: {Nominal: 8000, BorrowingLimit: &zero}, cpu: {Nominal: 64000, BorrowingLimit: &zero}}}
+	}
+	c := scoring.KueueCohort{q("team-a"), q("team-b")}
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	ask := map[scoring.FlavorResource]int64{h100: 1000, cpu: 32000}
+	var wls []Workload
+	for i, key := range []string{"b-1", "b-2", "b-3"} {
+		wls = append(wls, Workload{Key: key, Queue: "team-b", Req: ask, Arrive: t0.Add(time.Duration(i) * time.Second), Run: time.Hour})
+	}
+	rec, err := Recommend(c, wls, RecommendOptions{Steps: map[string]int64{h100.Resource: 1000, cpu.Resource: 32000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []QuotaChange{{Queue: "team-a", FR: cpu, From: 64000, To: 32000}, {Queue: "team-b", FR: cpu, From: 64000, To: 96000}}
+	if len(rec.Changes) != len(want) || rec.Changes[0] != want[0] || rec.Changes[1] != want[1] {
+		t.Errorf("changes = %+v, want %+v", rec.Changes, want)
+	}
+}

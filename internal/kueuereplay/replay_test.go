@@ -155,3 +155,26 @@ func TestNeverFits(t *testing.T) {
 		t.Errorf("huge waited %v, want 1h1m (to the last event)", got)
 	}
 }
+
+// TestEveryResourceIsCharged: a workload is admitted only when every
+// flavour-resource it asks fits; here team-a's cpu quota, not its GPUs,
+// holds the second job back until the first finishes.
+func TestEveryResourceIsCharged(t *testing.T) {
+	cpu := scoring.FlavorResource{Flavor: "default", Resource: "cpu"}
+	mem := scoring.FlavorResource{Flavor: "default", Resource: "memory"}
+	c := scoring.KueueCohort{{Name: "team-a", Quotas: map[scoring.FlavorResource]scoring.KueueQuota{
+		h100: {Nominal: 16000}, cpu: {Nominal: 64000}, mem: {Nominal: 512 << 30 * 1000}}}}
+	ask := map[scoring.FlavorResource]int64{h100: 4000, cpu: 40000, mem: 64 << 30 * 1000}
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	res, err := Replay(c, []Workload{
+		{Key: "a-1", Queue: "team-a", Req: ask, Arrive: t0, Run: time.Hour},
+		{Key: "a-2", Queue: "team-a", Req: ask, Arrive: t0.Add(time.Minute), Run: time.Hour},
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "0s admitted a-1\n1h0m0s finished a-1\n1h0m0s admitted a-2\n2h0m0s finished a-2\n"
+	if got := trace(res.Events, t0); got != want {
+		t.Errorf("events:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/schedloop/schedloop/internal/kueuereplay"
@@ -27,28 +28,82 @@ type KueueJob struct {
 
 // KueueOutcome is what Kueue did in a replay behind it: its admissions and
 // evictions (kueuereplay's clock starts at the zero time.Time, the replay's
-// 0) and when each job was last admitted (absent: never).
+// 0) and when each job was last admitted (absent: never). Passes counts the
+// quota replays run (see runBehindKueue); Settled is false when the last
+// pass still moved how long some job held its quota.
 type KueueOutcome struct {
 	Quota    kueuereplay.Result
 	Admitted map[string]time.Duration
+	Passes   int
+	Settled  bool
 }
+
+// maxKueuePasses bounds runBehindKueue's passes. Each pass after the first
+// only runs while an admitted job waited for capacity, so most replays take
+// one or two.
+const maxKueuePasses = 4
 
 // runBehindKueue replays jobs with Kueue in front of the scheduler: Kueue's
 // admission is replayed first (kueuereplay, whose quota rules are
-// internal/scoring's), each workload holding its quota from admission for
-// its Duration; then the jobs are placed by Run, each behind Kueue arriving
-// when it was last admitted and ordered as submitted at its own arrival (its
-// pods exist, gated, from then); its wait and completion time count from
-// its arrival, quota wait included. A job evicted to reclaim quota restarts
-// from its last admission, as Kueue's eviction restarts it; the run the
-// reclaim cut short holds no GPUs in the placement replay. Quota is held
-// from admission, not from placement: a job that waits for capacity after
-// its admission is charged to its ClusterQueue for that wait in Kueue, which
-// the quota replay does not see, so it is exact while the cohort's quota
-// fits the cluster. A job Kueue never admitted is Unfinished, never started.
+// internal/scoring's); then the jobs are placed by Run, each behind Kueue
+// arriving when it was last admitted and ordered as submitted at its own
+// arrival (its pods exist, gated, from then); its wait and completion time
+// count from its arrival, quota wait included. A job evicted to reclaim
+// quota restarts from its last admission, as Kueue's eviction restarts it;
+// the run the reclaim cut short holds no GPUs in the placement replay. A
+// job Kueue never admitted is Unfinished, never started.
+//
+// Kueue reserves a workload's quota from QuotaReserved until it finishes or
+// is evicted, so a job that waits for capacity after its admission holds
+// its ClusterQueue's quota through that wait too. The first pass holds
+// each job's quota for its Duration from admission; while the placement
+// shows a job holding it longer (admitted, then waiting for nodes), the
+// quota replay runs again with each job's hold taken from the last
+// placement (its end less its admission; a job never placed holds it to
+// the placement's last end), up to maxKueuePasses.
 func runBehindKueue(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 	front := *cfg.Kueue
 	cfg.Kueue = nil
+	for _, j := range jobs {
+		if _, ok := front.Jobs[j.Name]; ok && j.RunningOn != nil {
+			return Result{}, fmt.Errorf("replay behind kueue: job %s: a running snapshot job cannot be readmitted", j.Name)
+		}
+	}
+	hold := map[string]time.Duration{}
+	for _, j := range jobs {
+		if _, ok := front.Jobs[j.Name]; ok {
+			hold[j.Name] = j.Duration
+		}
+	}
+	var out Result
+	for pass := 1; ; pass++ {
+		res, index, admitted, quota, err := placeBehindKueue(c, jobs, cfg, front, hold)
+		if err != nil {
+			return Result{}, err
+		}
+		next := kueueHolds(jobs, front, hold, res, index, admitted)
+		settled := maps.Equal(next, hold)
+		out = Result{Metrics: res.Metrics, Jobs: make([]Outcome, len(jobs)),
+			Kueue: &KueueOutcome{Quota: quota, Admitted: admitted, Passes: pass, Settled: settled}}
+		for i := range out.Jobs {
+			out.Jobs[i].State = Unfinished
+		}
+		for k, i := range index {
+			out.Jobs[i] = res.Jobs[k]
+		}
+		out.Metrics.Jobs = len(jobs)
+		out.Metrics.Unfinished += len(jobs) - len(index)
+		if settled || pass == maxKueuePasses {
+			return out, nil
+		}
+		hold = next
+	}
+}
+
+// placeBehindKueue is one pass of runBehindKueue: the quota replay with
+// each job holding its quota for hold[name] once admitted, then the
+// placement of what it admitted. index maps the placed jobs to jobs.
+func placeBehindKueue(c *Cluster, jobs []Job, cfg Config, front KueueFront, hold map[string]time.Duration) (Result, []int, map[string]time.Duration, kueuereplay.Result, error) {
 	// The replay's clock starts at 0; kueuereplay's is wall time from an
 	// arbitrary origin, the same for every workload.
 	var origin time.Time
@@ -58,16 +113,13 @@ func runBehindKueue(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 		if !ok {
 			continue
 		}
-		if j.RunningOn != nil {
-			return Result{}, fmt.Errorf("replay behind kueue: job %s: a running snapshot job cannot be readmitted", j.Name)
-		}
 		wls = append(wls, kueuereplay.Workload{Key: j.Name, Queue: kj.Queue, Req: kj.Req, Priority: j.Priority,
-			Arrive: origin.Add(j.Arrival), Run: j.Duration})
+			Arrive: origin.Add(j.Arrival), Run: hold[j.Name]})
 	}
 	// Replays run in parallel on one Config: each plays its own copy.
 	quota, err := kueuereplay.Replay(kueuereplay.Clone(front.Cohort), wls, front.FairSharing)
 	if err != nil {
-		return Result{}, fmt.Errorf("replay behind kueue: %w", err)
+		return Result{}, nil, nil, kueuereplay.Result{}, fmt.Errorf("replay behind kueue: %w", err)
 	}
 	admitted := map[string]time.Duration{}
 	for _, ev := range quota.Events {
@@ -92,16 +144,35 @@ func runBehindKueue(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 	}
 	res, err := Run(c, placed, cfg)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, nil, kueuereplay.Result{}, err
 	}
-	out := Result{Metrics: res.Metrics, Jobs: make([]Outcome, len(jobs)), Kueue: &KueueOutcome{Quota: quota, Admitted: admitted}}
-	for i := range out.Jobs {
-		out.Jobs[i].State = Unfinished
+	return res, index, admitted, quota, nil
+}
+
+// kueueHolds is how long each job behind Kueue held its quota from its
+// last admission in a placement: to its end; one admitted but never
+// placed to the placement's last end, or its Duration past its admission
+// if that is later. A job never admitted keeps its previous hold.
+func kueueHolds(jobs []Job, front KueueFront, prev map[string]time.Duration, res Result, index []int, admitted map[string]time.Duration) map[string]time.Duration {
+	var last time.Duration
+	for _, o := range res.Jobs {
+		if o.State == Done || o.State == Running {
+			last = max(last, o.End)
+		}
 	}
+	next := maps.Clone(prev)
 	for k, i := range index {
-		out.Jobs[i] = res.Jobs[k]
+		j := jobs[i]
+		if _, behind := front.Jobs[j.Name]; !behind {
+			continue
+		}
+		at := admitted[j.Name]
+		switch o := res.Jobs[k]; o.State {
+		case Done, Running:
+			next[j.Name] = max(o.End-at, j.Duration)
+		default:
+			next[j.Name] = max(last-at, j.Duration)
+		}
 	}
-	out.Metrics.Jobs = len(jobs)
-	out.Metrics.Unfinished += len(jobs) - len(placed)
-	return out, nil
+	return next
 }

@@ -88,3 +88,50 @@ func TestRunBehindKueueReclaim(t *testing.T) {
 		t.Errorf("a2 last admitted at %v after %v waiting for quota; want 10h, after 10h less 2s", res.Kueue.Admitted["a2"], res.Kueue.Quota.QuotaWait["a2"])
 	}
 }
+
+// TestRunBehindKueueHoldsQuotaThroughCapacityWait: Kueue keeps a workload's
+// quota reserved from admission until it finishes, its wait for nodes
+// included. team-a's 16 GPUs of quota admit a1 and a2 at once on a cluster
+// whose second node a job outside Kueue holds for 2h; a2 waits for a1's
+// node and runs from 1h0m1s to 2h0m1s. The 16-GPU a3 then gets team-a's
+// quota only when a2 ends: its wait is for quota, not for capacity. Held
+// for its run from admission alone, a2 would have given its quota back at
+// 1h0m2s and a3 would have been admitted to wait for nodes.
+func TestRunBehindKueueHoldsQuotaThroughCapacityWait(t *testing.T) {
+	jobs := []Job{job("free", 0, 7200, 1, 8), job("a1", 1, 3600, 1, 8), job("a2", 2, 3600, 1, 8), job("a3", 600, 3600, 2, 8)}
+	front := KueueFront{Cohort: teams(0), Jobs: map[string]KueueJob{
+		"a1": kueueJob("team-a", 8), "a2": kueueJob("team-a", 8), "a3": kueueJob("team-a", 16)}}
+	res, err := Run(cluster(2, 8), jobs, Config{Params: scoring.DefaultParams(), Kueue: &front})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := starts(res), []time.Duration{0, sec(1), sec(3601), sec(7201)}; !slices.Equal(got, want) {
+		t.Fatalf("starts %v, want %v", got, want)
+	}
+	if got := res.Kueue.Admitted["a3"]; got != sec(7201) {
+		t.Errorf("a3 admitted at %v, want 2h0m1s, when a2 ends and gives team-a's quota back", got)
+	}
+	if got := res.Kueue.Quota.QuotaWait["a3"]; got != sec(7201-600) {
+		t.Errorf("a3 waited %v for quota, want 1h50m1s", got)
+	}
+	// Pass 1 finds a2 and a3 holding quota past their runs; pass 2 admits
+	// a3 when a2 ends, where it starts at once; pass 3 replays the same.
+	if res.Kueue.Passes != 3 || !res.Kueue.Settled {
+		t.Errorf("passes %d, settled %v; want 3, settled", res.Kueue.Passes, res.Kueue.Settled)
+	}
+}
+
+// TestRunBehindKueueOnePassWithoutCapacityWait: while the cluster has room
+// for whatever Kueue admits, each job holds its quota for its run and one
+// pass is exact.
+func TestRunBehindKueueOnePassWithoutCapacityWait(t *testing.T) {
+	jobs := []Job{job("a1", 0, 3600, 2, 8), job("a2", 10, 3600, 2, 8)}
+	front := KueueFront{Cohort: teams(0), Jobs: map[string]KueueJob{"a1": kueueJob("team-a", 16), "a2": kueueJob("team-a", 16)}}
+	res, err := Run(cluster(4, 8), jobs, Config{Params: scoring.DefaultParams(), Kueue: &front})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kueue.Passes != 1 || !res.Kueue.Settled || res.Kueue.Admitted["a2"] != sec(3600) {
+		t.Errorf("passes %d, settled %v, a2 admitted at %v; want one settled pass, a2 at 1h", res.Kueue.Passes, res.Kueue.Settled, res.Kueue.Admitted["a2"])
+	}
+}

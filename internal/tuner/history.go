@@ -164,21 +164,31 @@ func p95(v []float64) float64 {
 // has a stored Workload submitted to its ClusterQueue: the one it was last
 // admitted to, else the one another Workload of its LocalQueue was admitted
 // to; a Workload whose ClusterQueue is neither known nor stored leaves its
-// job outside Kueue. A job asks its GPUs (members x per member, a shared GPU
-// by its share) of the flavour its Workload was assigned, else the first
-// flavour its ClusterQueue has GPU quota in. CPU and memory quotas are not
-// replayed: Kueue's GPU quota is what GPU jobs wait on. Kueue's fair sharing
-// is a setting of Kueue's own configuration, not of a ClusterQueue, so the
-// caller says whether it is on. Nil when no ClusterQueue is stored.
+// job outside Kueue. A job is charged, for every resource its ClusterQueue
+// sets quota on (KueueAsk: cpu, memory, GPUs, pods), what its members ask of
+// it, of the flavour its Workload was assigned for that resource, else the
+// first flavour its ClusterQueue has quota of it in. A resource the replay
+// does not know a job's ask of (an extended resource other than GPUs) is
+// not charged. Kueue's fair sharing is a setting of Kueue's own
+// configuration, not of a ClusterQueue, so the caller says whether it is
+// on. Nil when no ClusterQueue is stored.
 func KueueFrontFromHistory(cqs []schedloop.KueueClusterQueue, wls []schedloop.KueueWorkload, jobs []sim.Job, fairSharing bool) *sim.KueueFront {
 	if len(cqs) == 0 {
 		return nil
 	}
-	gpuFlavor := map[string]string{}
+	// firstFlavor[queue][resource]: the flavour listed first for it.
+	firstFlavor := map[string]map[string]string{}
+	var resources []string
 	for _, q := range cqs {
+		if firstFlavor[q.Name] == nil {
+			firstFlavor[q.Name] = map[string]string{}
+		}
 		for _, r := range q.Quotas {
-			if _, ok := gpuFlavor[q.Name]; !ok && r.Resource == schedloop.GPUResourceName {
-				gpuFlavor[q.Name] = r.Flavor
+			if _, ok := firstFlavor[q.Name][r.Resource]; !ok {
+				firstFlavor[q.Name][r.Resource] = r.Flavor
+			}
+			if !slices.Contains(resources, r.Resource) {
+				resources = append(resources, r.Resource)
 			}
 		}
 	}
@@ -199,12 +209,39 @@ func KueueFrontFromHistory(cqs []schedloop.KueueClusterQueue, wls []schedloop.Ku
 			continue
 		}
 		cq := cmp.Or(w.ClusterQueue, byLocalQueue[w.Namespace+"/"+w.LocalQueue])
-		flavor := cmp.Or(w.Flavors[schedloop.GPUResourceName], gpuFlavor[cq])
-		if _, stored := gpuFlavor[cq]; !stored || flavor == "" {
+		flavors, stored := firstFlavor[cq]
+		if !stored {
 			continue
 		}
-		front.Jobs[j.Name] = sim.KueueJob{Queue: cq, Req: map[scoring.FlavorResource]int64{
-			{Flavor: flavor, Resource: schedloop.GPUResourceName}: j.DemandMilli()}}
+		req := map[scoring.FlavorResource]int64{}
+		for _, r := range resources {
+			flavor := cmp.Or(w.Flavors[r], flavors[r])
+			ask, known := KueueAsk(j, r)
+			if flavor == "" || !known || ask == 0 {
+				continue
+			}
+			req[scoring.FlavorResource{Flavor: flavor, Resource: r}] = ask
+		}
+		front.Jobs[j.Name] = sim.KueueJob{Queue: cq, Req: req}
 	}
 	return front
+}
+
+// KueueAsk is what job asks in all of resource, in the thousandths Kueue's
+// quotas are stored in (resource.Quantity's MilliValue): its members'
+// requests summed, as Kueue sums a Workload's pod sets. known is false for a
+// resource a replayed job does not carry.
+func KueueAsk(j sim.Job, resource string) (ask int64, known bool) {
+	members := int64(j.Members)
+	switch resource {
+	case schedloop.GPUResourceName:
+		return j.DemandMilli(), true
+	case "cpu":
+		return members * j.Request.CPUMilli, true
+	case "memory":
+		return members * j.Request.MemoryMiB << 20 * 1000, true
+	case "pods":
+		return members * 1000, true
+	}
+	return 0, false
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // RecommendKueueQuota proposes nominal quota moves between the ClusterQueues
-// of Kueue in front of w (kueuereplay.Recommend, moving the most common ask
-// of a job behind Kueue per step) and replays w behind Kueue under base
+// of Kueue in front of w (kueuereplay.Recommend, moving per step the most
+// common ask of a resource by a job behind Kueue) and replays w behind Kueue under base
 // before and after them, for the mean wait to start as evidence beside
 // Kueue's own time waiting for quota. The proposal is published for an
 // operator to apply (its Patch); nothing here writes to a cluster.
@@ -25,7 +25,7 @@ func RecommendKueueQuota(w Workload, base sim.Config, now time.Time) (schedloop.
 		return schedloop.KueueQuotaRecommendation{}, errors.New("kueue quota: no Kueue in front of the workload (no ClusterQueues stored)")
 	}
 	var wls []kueuereplay.Workload
-	asks := map[int64]int{}
+	asks := map[string]map[int64]int{}
 	for _, j := range w.Jobs {
 		kj, ok := w.Kueue.Jobs[j.Name]
 		if !ok {
@@ -33,17 +33,23 @@ func RecommendKueueQuota(w Workload, base sim.Config, now time.Time) (schedloop.
 		}
 		wls = append(wls, kueuereplay.Workload{Key: j.Name, Queue: kj.Queue, Req: kj.Req, Priority: j.Priority,
 			Arrive: time.Time{}.Add(j.Arrival), Run: j.Duration})
-		for _, v := range kj.Req {
-			asks[v]++
+		for fr, v := range kj.Req {
+			if asks[fr.Resource] == nil {
+				asks[fr.Resource] = map[int64]int{}
+			}
+			asks[fr.Resource][v]++
 		}
 	}
 	if len(wls) == 0 {
 		return schedloop.KueueQuotaRecommendation{}, errors.New("kueue quota: no replayed job has a Workload in a stored ClusterQueue")
 	}
-	// The most common ask, the larger on a tie: a move smaller than the
-	// jobs that wait admits none of them.
-	step := slices.MaxFunc(slices.Collect(maps.Keys(asks)), func(a, b int64) int { return cmp.Or(cmp.Compare(asks[a], asks[b]), cmp.Compare(a, b)) })
-	rec, err := kueuereplay.Recommend(w.Kueue.Cohort, wls, kueuereplay.RecommendOptions{Step: step, FairSharing: w.Kueue.FairSharing})
+	// Per resource, the most common ask, the larger on a tie: a move
+	// smaller than the jobs that wait admits none of them.
+	steps := map[string]int64{}
+	for r, n := range asks {
+		steps[r] = slices.MaxFunc(slices.Collect(maps.Keys(n)), func(a, b int64) int { return cmp.Or(cmp.Compare(n[a], n[b]), cmp.Compare(a, b)) })
+	}
+	rec, err := kueuereplay.Recommend(w.Kueue.Cohort, wls, kueuereplay.RecommendOptions{Steps: steps, FairSharing: w.Kueue.FairSharing})
 	if err != nil {
 		return schedloop.KueueQuotaRecommendation{}, fmt.Errorf("kueue quota: %w", err)
 	}

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,50 @@ func TestKueueFrontFromHistory(t *testing.T) {
 	// Behind Kueue a2 starts at 1h, not at 1m: the mean JCT grows by 59m/4.
 	if d := behind.PerReplay[0][MetricMeanJCT] - free.PerReplay[0][MetricMeanJCT]; d != (59*time.Minute).Seconds()/4 {
 		t.Errorf("mean JCT behind Kueue exceeds the free replay's by %vs, want %vs", d, (59*time.Minute).Seconds()/4)
+	}
+}
+
+// TestKueueFrontChargesEveryQuotaedResource: a job is charged each resource
+// its ClusterQueue sets quota on, in Kueue's thousandths, of the flavour its
+// Workload was assigned for that resource, else the queue's first for it. Two jobs that fit team-a's GPU
+// quota together but not its CPU quota are admitted one after the other.
+func TestKueueFrontChargesEveryQuotaedResource(t *testing.T) {
+	cqs := []schedloop.KueueClusterQueue{{Name: "team-a", Quotas: []schedloop.KueueQuota{
+		{Flavor: "on-demand", Resource: "cpu", Nominal: 64000},
+		{Flavor: "on-demand", Resource: "memory", Nominal: 512 << 30 * 1000},
+		{Flavor: "h100", Resource: schedloop.GPUResourceName, Nominal: 16000}}}}
+	wls := []schedloop.KueueWorkload{
+		{Namespace: "ml", Name: "a1", LocalQueue: "lq", ClusterQueue: "team-a",
+			Flavors: map[string]string{"cpu": "on-demand", "memory": "on-demand", schedloop.GPUResourceName: "h100"}},
+		{Namespace: "ml", Name: "a2", LocalQueue: "lq"},
+	}
+	job := func(name string, at time.Duration) sim.Job {
+		return sim.Job{Name: "ml/" + name, Arrival: at, Duration: time.Hour, Members: 2,
+			Request: scoring.Request{GPUs: 4, CPUMilli: 20000, MemoryMiB: 64 << 10}, Util: 1}
+	}
+	jobs := []sim.Job{job("a1", 0), job("a2", time.Minute)}
+	front := KueueFrontFromHistory(cqs, wls, jobs, false)
+	want := map[scoring.FlavorResource]int64{
+		{Flavor: "on-demand", Resource: "cpu"}:                40000,
+		{Flavor: "on-demand", Resource: "memory"}:             128 << 30 * 1000,
+		{Flavor: "h100", Resource: schedloop.GPUResourceName}: 8000,
+	}
+	for _, name := range []string{"ml/a1", "ml/a2"} {
+		if got := front.Jobs[name].Req; !maps.Equal(got, want) {
+			t.Errorf("%s asks %v, want %v", name, got, want)
+		}
+	}
+
+	c := &sim.Cluster{Depth: 1}
+	for i := range 4 {
+		c.Nodes = append(c.Nodes, scoring.NewNode(string(rune('a'+i)), "H100", 8, 64000, 1<<20, "rack-0"))
+	}
+	res, err := sim.Run(c, jobs, sim.Config{Params: scoring.DefaultParams(), Kueue: front})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Kueue.Admitted["ml/a2"]; got != time.Hour {
+		t.Errorf("a2 admitted at %v, want 1h: 80 cores of team-a's 64-core quota", got)
 	}
 }
 
