@@ -2,6 +2,7 @@ package events
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,8 +36,11 @@ var (
 	// (Assignment.Message, the quota checks) and pkg/scheduler/scheduler.go.
 	kueueQuotaRE = regexp.MustCompile(`insufficient (?:unused )?quota for (\S+) in flavor ([^,.\s]+)`)
 	// pkg/controller/core/workload_controller.go and pkg/scheduler/scheduler.go.
-	kueueQueueStateRE = regexp.MustCompile(`^(?:ClusterQueue|LocalQueue) \S+ (?:is inactive|is stopped|doesn't exist|not found)$`)
-	kueuePreemptedRE  = regexp.MustCompile(`^Preempted to accommodate a (?:workload|higher priority Workload)`)
+	kueueQueueStateRE = regexp.MustCompile(`^(?:ClusterQueue|LocalQueue) \S+ (?:is inactive|is stopped|doesn't exist|not found|is terminating or missing)$`)
+	// flavorassigner.go's reasons for a flavour the pod set cannot use at
+	// all: its nodes' taints or labels rule the pods out.
+	kueueFlavorMismatchRE = regexp.MustCompile(`(?:untolerated taint \{[^}]*\} in flavor ([^,.\s]+)|flavor ([^,.\s]+) doesn't match node affinity)`)
+	kueuePreemptedRE      = regexp.MustCompile(`^Preempted to accommodate a (?:workload|higher priority Workload)`)
 )
 
 // KAI's messages (kai-scheduler/KAI-Scheduler pkg/scheduler/api/common_info/
@@ -55,7 +59,24 @@ const (
 	kueueFlavorsErr  = "failed to assign flavors to pod set "
 	kueueNoLongerFit = "Workload no longer fits after processing another workload"
 	kueueGateCleared = "AdmissionGatedBy cleared, waiting for quota reservation"
+	// pkg/controller/core/workload_controller.go (admission gated, pending
+	// evaluation, a stopped LocalQueue's eviction) and
+	// pkg/workload/admissionchecks.go (Admitted=False while quota or admission
+	// checks are missing): the workload waits in Kueue, not at a scheduler.
+	kueueGatedBy = "Admission is gated by: "
 )
+
+// kueueWaiting are whole Kueue condition messages that say the workload
+// waits for Kueue's admission.
+var kueueWaiting = []string{
+	kueueNoLongerFit,
+	kueueGateCleared,
+	"Workload is pending evaluation in the scheduling queue",
+	"The workload has no reservation",
+	"The workload has no reservation and not all checks ready",
+	"The workload has not all checks ready",
+	"The LocalQueue is stopped",
+}
 
 // parseOtherScheduler reads the shapes above. ok is false for text none of
 // them knows; the caller then keeps it under other. It never fails.
@@ -102,22 +123,39 @@ func parseOtherScheduler(text string) (FailedScheduling, bool) {
 		return parseYuniKornPredicates(yunikornPredicateRE.FindStringSubmatch(text)[1])
 
 	case strings.HasPrefix(text, kueueFlavors), strings.HasPrefix(text, kueueFlavorsErr):
-		f.Reasons = map[string]int{}
-		for _, m := range kueueQuotaRE.FindAllStringSubmatch(text, -1) {
-			f.Reasons["insufficient quota for "+m[1]+" in flavor "+m[2]] = 0
-		}
-		if len(f.Reasons) == 0 {
-			f.Reasons[strings.TrimSuffix(text, ".")] = 0
-		}
-		f.Parsed, f.Category = true, schedloop.WaitQuota
-		return f, true
-	case text == kueueNoLongerFit, text == kueueGateCleared, kueueQueueStateRE.MatchString(text),
+		return parseKueueFlavors(text), true
+	case slices.Contains(kueueWaiting, text), strings.HasPrefix(text, kueueGatedBy), kueueQueueStateRE.MatchString(text),
 		strings.HasPrefix(text, "resource ") && strings.HasSuffix(text, " unavailable in ClusterQueue"):
 		return one(f, text, schedloop.WaitQuota), true
 	case kueuePreemptedRE.MatchString(text):
 		return one(f, "preempted by Kueue", schedloop.WaitPreemption), true
 	}
 	return f, false
+}
+
+// parseKueueFlavors reads Assignment.Message: the pod set's reasons, one
+// per flavour tried. Quota short in some flavour is a wait for quota. A pod
+// set every flavour of which its taints or node labels rule out waits for
+// no quota: nothing changes for it until its tolerations or selectors, or
+// the flavours, do, so it is filed as taints/affinity. Other text (a
+// resource the ClusterQueue does not cover) stays a wait for Kueue.
+func parseKueueFlavors(text string) FailedScheduling {
+	f := FailedScheduling{Category: schedloop.WaitQuota, Parsed: true, Reasons: map[string]int{}}
+	for _, m := range kueueQuotaRE.FindAllStringSubmatch(text, -1) {
+		f.Reasons["insufficient quota for "+m[1]+" in flavor "+m[2]] = 0
+	}
+	if len(f.Reasons) > 0 {
+		return f
+	}
+	for _, m := range kueueFlavorMismatchRE.FindAllStringSubmatch(text, -1) {
+		f.Reasons["flavor "+m[1]+m[2]+" does not admit the pods' tolerations or node affinity"] = 0
+	}
+	if len(f.Reasons) > 0 {
+		f.Category = schedloop.WaitTaintAffinity
+		return f
+	}
+	f.Reasons[strings.TrimSuffix(text, ".")] = 0
+	return f
 }
 
 // one files text as a single reason that applies to the whole pod.

@@ -135,11 +135,19 @@ func TestOtherSchedulerCategories(t *testing.T) {
 		{"Request 'a' does not fit in queue 'root.q' (requested map[], available map[])", schedloop.WaitQueueLimit},
 		{"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed", schedloop.WaitQuota},
 		{"0/4 nodes are available: 4 node(s) didn't find available persistent volumes to bind.", schedloop.WaitVolume},
+		{"couldn't assign flavors to pod set main: untolerated taint {k v NoSchedule <nil>} in flavor spot, flavor h100 doesn't match node affinity", schedloop.WaitTaintAffinity},
+		{"couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, 5 more needed, untolerated taint {k v NoSchedule <nil>} in flavor spot", schedloop.WaitQuota},
+		{"Admission is gated by: example.com/controller1", schedloop.WaitQuota},
+		{"ClusterQueue cq is terminating or missing", schedloop.WaitQuota},
 		{"Preempted to accommodate a workload (UID: a, JobUID: b) due to reclamation within the cohort; preemptor path: /c/q1; preemptee path: /c/q2", schedloop.WaitPreemption},
 	} {
 		if got := ParseFailedScheduling(tt.msg); got.Category != tt.want || !got.Parsed || got.Message != tt.msg {
 			t.Errorf("%q: category %s parsed %v, want %s parsed", tt.msg, got.Category, got.Parsed, tt.want)
 		}
+	}
+	mismatch := ParseFailedScheduling("couldn't assign flavors to pod set main: untolerated taint {k v NoSchedule <nil>} in flavor spot, flavor h100 doesn't match node affinity")
+	if _, ok := mismatch.Reasons["flavor spot does not admit the pods' tolerations or node affinity"]; !ok || len(mismatch.Reasons) != 2 {
+		t.Errorf("Kueue flavour mismatch reasons = %v, want one per flavour", mismatch.Reasons)
 	}
 	f := ParseFailedScheduling("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor spot, previously considered podsets requests (0) + current podset request (20) > maximum capacity (10), insufficient unused quota for nvidia.com/gpu in flavor on-demand, 20 more needed")
 	want := map[string]int{"insufficient quota for cpu in flavor spot": 0, "insufficient quota for nvidia.com/gpu in flavor on-demand": 0}
