@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/schedloop/schedloop/internal/podspec"
@@ -24,7 +25,15 @@ import (
 // a pod's are podspec.RequestWith's, so a GPU handed out through a
 // ResourceClaim counts as one handed out by the device plugin. d may be nil.
 func Node(ni fwk.NodeInfo, levels []string, d *DRA) *scoring.Node {
-	return build(ni, levels, d, nil)
+	return build(ni, levels, d, nil, "")
+}
+
+// NodeWithout is Node's view of ni as if pod were not on it. Within a
+// pod-group cycle the scheduler assumes a member on its snapshot before
+// Reserve, so the node Reserve reads holds the pod whose devices it is
+// choosing.
+func NodeWithout(ni fwk.NodeInfo, levels []string, d *DRA, pod types.UID) *scoring.Node {
+	return build(ni, levels, d, nil, pod)
 }
 
 // Held is what one pod on a node holds, as Node's view accounts it.
@@ -42,20 +51,32 @@ func NodeHeld(ni fwk.NodeInfo, levels []string, d *DRA) (*scoring.Node, []Held) 
 	n := build(ni, levels, d, func(pod *v1.Pod, r scoring.Request, devices []int, milli int) {
 		held = append(held, Held{Pod: pod, Alloc: scoring.Allocation{Node: ni.Node().Name, CPUMilli: r.CPUMilli,
 			MemoryMiB: r.MemoryMiB, Devices: devices, Milli: milli}})
-	})
+	}, "")
 	return n, held
 }
 
-func build(ni fwk.NodeInfo, levels []string, d *DRA, record func(pod *v1.Pod, r scoring.Request, devices []int, milli int)) *scoring.Node {
+func build(ni fwk.NodeInfo, levels []string, d *DRA, record func(pod *v1.Pod, r scoring.Request, devices []int, milli int), skip types.UID) *scoring.Node {
 	node := ni.Node()
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	cpuUsed, memUsed := used.GetMilliCPU(), used.GetMemory()
+	var skipped *v1.Pod
+	if skip != "" {
+		for _, pi := range ni.GetPods() {
+			if p := pi.GetPod(); p.UID == skip {
+				skipped = p
+				r := pi.CalculateResource().Resource
+				cpuUsed -= r.GetMilliCPU()
+				memUsed -= r.GetMemory()
+			}
+		}
+	}
 	n := &scoring.Node{
 		Name:          node.Name,
 		GPUModel:      node.Labels[podspec.LabelGPUProduct],
 		CPUMilliCap:   alloc.GetMilliCPU(),
-		CPUMilliFree:  alloc.GetMilliCPU() - used.GetMilliCPU(),
+		CPUMilliFree:  alloc.GetMilliCPU() - cpuUsed,
 		MemoryMiBCap:  alloc.GetMemory() >> 20,
-		MemoryMiBFree: (alloc.GetMemory() - used.GetMemory()) >> 20,
+		MemoryMiBFree: (alloc.GetMemory() - memUsed) >> 20,
 	}
 	if len(levels) > 0 {
 		n.Domains = DomainsWith(node, levels, d)
@@ -76,6 +97,9 @@ func build(ni fwk.NodeInfo, levels []string, d *DRA, record func(pod *v1.Pod, r 
 	var unrecorded []pending
 	for _, pi := range ni.GetPods() {
 		pod := pi.GetPod()
+		if pod == skipped {
+			continue
+		}
 		r := podspec.RequestWith(pod, d)
 		if r.GPUs == 0 || gpus <= 0 {
 			if record != nil {
@@ -140,11 +164,36 @@ func DomainsWith(node *v1.Node, levels []string, d *DRA) []string {
 	})
 }
 
+// Version identifies what a NodeInfo holds, for views and scores kept
+// between cycles. The scheduler's cache gives a NodeInfo a new generation
+// on every change to the node or the pods on it, but the generation alone
+// does not say what the node holds: within a pod-group cycle the scheduler
+// places each member on its snapshot as a trial (Snapshot.AssumePod) and
+// takes the trials back (ForgetPod), keeping the NodeInfo's generation
+// through both. A view built during a trial would outlive it, and one built
+// before it would hide the member placed. Trials are taken back last in,
+// first out, each adding a fresh copy of its pod at the end of the node's
+// pods, so the generation, the number of pods and the last one tell every
+// state of a node apart.
+type Version struct {
+	generation int64
+	pods       int
+	last       fwk.PodInfo
+}
+
+// VersionOf is ni's Version.
+func VersionOf(ni fwk.NodeInfo) Version {
+	pods := ni.GetPods()
+	v := Version{generation: ni.GetGeneration(), pods: len(pods)}
+	if len(pods) > 0 {
+		v.last = pods[len(pods)-1]
+	}
+	return v
+}
+
 // Cache keeps the scoring view of each node for as long as the node's
-// NodeInfo generation stays the same. The scheduler bumps a NodeInfo's
-// generation on every change to the node or the pods on it, so a view
-// built at one generation stays exact until then; between two pods only
-// the nodes that changed are rebuilt.
+// Version stays the same; between two pods only the nodes that changed are
+// rebuilt.
 //
 // Views it returns are shared: callers must not change them (clone with
 // scoring.CloneNodes for trial placements).
@@ -157,8 +206,9 @@ type Cache struct {
 }
 
 type cachedNode struct {
-	generation, slices int64
-	node               *scoring.Node
+	version Version
+	slices  int64
+	node    *scoring.Node
 }
 
 // NewCache returns an empty cache building views with the given topology
@@ -170,17 +220,17 @@ func NewCache(levels []string, d *DRA) *Cache {
 
 // Node is Node(ni, levels), from the cache when ni has not changed.
 func (c *Cache) Node(ni fwk.NodeInfo) *scoring.Node {
-	name, gen := ni.Node().Name, ni.GetGeneration()
+	name, version := ni.Node().Name, VersionOf(ni)
 	slices := c.dra.Version(name)
 	c.mu.Lock()
 	e, ok := c.byName[name]
 	c.mu.Unlock()
-	if ok && e.generation == gen && e.slices == slices {
+	if ok && e.version == version && e.slices == slices {
 		return e.node
 	}
 	n := Node(ni, c.levels, c.dra)
 	c.mu.Lock()
-	c.byName[name] = cachedNode{generation: gen, slices: slices, node: n}
+	c.byName[name] = cachedNode{version: version, slices: slices, node: n}
 	c.mu.Unlock()
 	return n
 }

@@ -6,7 +6,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -101,5 +103,74 @@ func TestDomainsMatchTheSimulator(t *testing.T) {
 		if fmt.Sprint(live) != fmt.Sprint(replayed) {
 			t.Errorf("labels %v: live domains %v, replayed %v", labels, live, replayed)
 		}
+	}
+}
+
+// Within a pod-group cycle the scheduler tries each member on its snapshot
+// and takes the trial back, keeping the node's generation through both: the
+// cache must show the trial while it stands and forget it once taken back.
+func TestCacheFollowsPodGroupTrials(t *testing.T) {
+	node := st.MakeNode().Name("a").Capacity(map[v1.ResourceName]string{
+		v1.ResourceCPU: "64", v1.ResourceMemory: "256Gi", podspec.ResourceGPU: "8"}).Obj()
+	snap := internalcache.NewSnapshot(nil, []*v1.Node{node})
+	c := nodeview.NewCache(nil, nil)
+	idle := func() int {
+		t.Helper()
+		ni, err := snap.Get("a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Node(ni).IdleGPUs()
+	}
+	if got := idle(); got != 8 {
+		t.Fatalf("before the trials: %d idle GPUs, want 8", got)
+	}
+	trial := func(name string, gpus string) *v1.Pod {
+		t.Helper()
+		p := st.MakePod().Name(name).UID(name).Node("a").Res(map[v1.ResourceName]string{podspec.ResourceGPU: gpus}).Obj()
+		pi, err := framework.NewPodInfo(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := snap.AssumePod(pi); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := trial("m0", "4")
+	if got := idle(); got != 4 {
+		t.Fatalf("first member tried: %d idle GPUs, want 4", got)
+	}
+	second := trial("m1", "2")
+	if got := idle(); got != 2 {
+		t.Fatalf("second member tried: %d idle GPUs, want 2", got)
+	}
+	for _, p := range []*v1.Pod{second, first} {
+		if err := snap.ForgetPod(klog.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := idle(); got != 8 {
+		t.Fatalf("trials taken back: %d idle GPUs, want 8", got)
+	}
+	// Another member tried in the first one's place, of the same size.
+	trial("m2", "4")
+	if got := idle(); got != 4 {
+		t.Fatalf("another member tried: %d idle GPUs, want 4", got)
+	}
+}
+
+// NodeWithout leaves out the pod being reserved, which a pod-group cycle
+// has already assumed on the node.
+func TestNodeWithoutLeavesOutThePod(t *testing.T) {
+	ni := gpuNode("a")
+	ni.AddPod(st.MakePod().Name("other").UID("other").Res(map[v1.ResourceName]string{podspec.ResourceGPU: "2"}).Obj())
+	ni.AddPod(st.MakePod().Name("self").UID("self").Res(map[v1.ResourceName]string{podspec.ResourceGPU: "4", v1.ResourceCPU: "8"}).Obj())
+	n := nodeview.NodeWithout(ni, nil, nil, "self")
+	if got := n.IdleGPUs(); got != 6 {
+		t.Errorf("idle GPUs without the pod = %d, want 6", got)
+	}
+	if got := n.CPUMilliFree; got != 64000 {
+		t.Errorf("free CPU without the pod = %d, want 64000", got)
 	}
 }

@@ -6,13 +6,14 @@ import (
 
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/schedplugins/profilewatch"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
 // scoreInputs is everything besides the node that a raw score depends on.
 // scoring.Scorer.Score is a pure function of the node's view and these, so
-// equal inputs on a node whose NodeInfo generation has not moved give the
+// equal inputs on a node whose nodeview.Version has not moved give the
 // same score. The profile, workload and plan are compared by identity: each
 // is replaced, never changed in place, and an entry holding the pointer
 // keeps its address from being reused.
@@ -42,7 +43,7 @@ type memoEntry struct {
 }
 
 type nodeScores struct {
-	generation int64
+	version nodeview.Version
 	// seen is the last call that listed the node, for forgetting removed nodes.
 	seen       uint64
 	entries    [memoWays]memoEntry
@@ -67,21 +68,21 @@ const memoSweepEvery = 1024
 func newScoreMemo() *scoreMemo { return &scoreMemo{byName: map[string]*nodeScores{}} }
 
 // scores fills raw[i] for each of nodes, computing only what is not
-// remembered for the node's current generation. compute returns the score
+// remembered for the node's current version. compute returns the score
 // of one node (0 when the request does not fit it).
 func (m *scoreMemo) scores(nodes []fwk.NodeInfo, in scoreInputs, names []string, raw []float64, compute func(fwk.NodeInfo) float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls++
 	for i, ni := range nodes {
-		name, gen := ni.Node().Name, ni.GetGeneration()
+		name, version := ni.Node().Name, nodeview.VersionOf(ni)
 		names[i] = name
 		ns := m.byName[name]
 		if ns == nil {
-			ns = &nodeScores{generation: gen}
+			ns = &nodeScores{version: version}
 			m.byName[name] = ns
-		} else if ns.generation != gen {
-			*ns = nodeScores{generation: gen}
+		} else if ns.version != version {
+			*ns = nodeScores{version: version}
 		}
 		ns.seen = m.calls
 		if v, ok := ns.lookup(in); ok {

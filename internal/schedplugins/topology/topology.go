@@ -541,17 +541,32 @@ func (t *Topology) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod,
 		// patched.
 		return nil
 	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	var n *scoring.Node
+	if state.IsPodGroupSchedulingCycle() {
+		// The pod-group cycle assumed the pod on its snapshot before
+		// Reserve, beside the group's members tried before it, with the
+		// devices recorded on them here.
+		n = nodeview.NodeWithout(ni, t.args.Levels, t.dra, pod.UID)
+	} else if d, err := state.Read(devicesKey); err == nil && d.(*cycleDevices).node == nodeName {
+		// The pod's group fitted: the scheduler took its trials back and
+		// reserves each member again on a snapshot that holds none of the
+		// group's members, so the devices chosen in the trial, beside the
+		// members tried before it, stand.
+		pod.Annotations[podspec.AnnotationGPUDevices] = d.(*cycleDevices).value
+		return nil
+	} else {
+		n = t.views.Node(ni)
+	}
 	_, _, s := t.scorer(state, pod)
-	n := t.views.Node(ni)
 	_, devices := s.Score(n, req)
 	if len(devices) != req.GPUs {
 		return fwk.NewStatus(fwk.Unschedulable, string(n.Fit(req)))
 	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
 	pod.Annotations[podspec.AnnotationGPUDevices] = podspec.FormatDevices(devices)
-	state.Write(devicesKey, &cycleDevices{value: pod.Annotations[podspec.AnnotationGPUDevices]})
+	state.Write(devicesKey, &cycleDevices{node: nodeName, value: pod.Annotations[podspec.AnnotationGPUDevices]})
 	return nil
 }
 
@@ -581,7 +596,8 @@ func (t *Topology) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {
 
 const devicesKey fwk.StateKey = Name + "/devices"
 
-type cycleDevices struct{ value string }
+// cycleDevices are the devices Reserve chose for the pod on node.
+type cycleDevices struct{ node, value string }
 
 func (c *cycleDevices) Clone() fwk.StateData { return c }
 
