@@ -246,7 +246,7 @@ func (s *Set) manager(ctx context.Context, h fwk.Handle) (*core.Manager, error) 
 		return nil, fmt.Errorf("podgroup client: %w", err)
 	}
 	o := core.Options{
-		Handle: h, PodInformer: s.podInformer(h),
+		Handle: h, PodInformer: s.podInformer(h), NodeInformer: h.SharedInformerFactory().Core().V1().Nodes().Informer(),
 		Dynamic: dyn, Backoff: scoring.DefaultGangBackoff, SchedulerName: h.ProfileName(),
 		// A released gang's backoff runs on the clock reservations are
 		// planned on, as a replay's does.

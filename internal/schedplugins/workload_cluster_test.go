@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/testutil"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/utils/ptr"
 
 	"github.com/schedloop/schedloop/internal/harness"
@@ -153,4 +155,57 @@ func TestReplayWithWorkloadAPIGangs(t *testing.T) {
 		t.Fatalf("scheduler-plugins PodGroups: %d (%v), want none", len(crd), err)
 	}
 	t.Logf("%d jobs replayed as Workload API gangs in %v", len(rep.Jobs), rep.Ended.Sub(rep.Began).Round(time.Millisecond))
+}
+
+// A Workload API gang that no node takes waits at SchedloopGang's
+// PreEnqueue for a cluster change. A node's taint lifted or a label added
+// that the gang's pods select is such a change, as it is for the pods of a
+// scheduler-plugins gang that TaintToleration or NodeAffinity turned down:
+// the gang is placed then, not after core.GateLimit.
+func TestWorkloadGangWakesOnNodeChange(t *testing.T) {
+	e := newEnv(t, gpuNodes("n", 2, nil), "")
+	nodes := e.c.Client.CoreV1().Nodes()
+	update := func(name string, change func(*corev1.Node)) {
+		t.Helper()
+		n, err := nodes.Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(n)
+		if _, err := nodes.Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := []string{"n00", "n01"}
+	drain := corev1.Taint{Key: "schedloop.io/drain", Effect: corev1.TaintEffectNoSchedule}
+	for _, n := range names {
+		update(n, func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, drain) })
+	}
+	e.workloadGang("tainted", ours, 2, 8)
+	e.waitReasonOf("tainted-", "untolerated taint")
+	e.waitGated("tainted", 2)
+	for _, n := range names {
+		update(n, func(n *corev1.Node) { n.Spec.Taints = nil })
+	}
+	e.waitBound("tainted-", 2)
+	e.deletePods("tainted-")
+
+	e.workloadGang("selecting", ours, 2, 8, func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"pool": "train"} })
+	e.waitReasonOf("selecting-", "didn't match Pod's node affinity/selector")
+	e.waitGated("selecting", 2)
+	for _, n := range names {
+		update(n, func(n *corev1.Node) { n.Labels["pool"] = "train" })
+	}
+	e.waitBound("selecting-", 2)
+}
+
+// waitGated waits until the scheduler holds the Workload API gang's
+// members behind a PreEnqueue gate (SchedloopGang's, once the gang has been
+// tried): its gauge of gated pods counts them.
+func (e *env) waitGated(name string, members int) {
+	e.t.Helper()
+	e.waitFor(fmt.Sprintf("gang %s's %d members gated", name, members), func() bool {
+		v, err := testutil.GetGaugeMetricValue(schedmetrics.GatedPods())
+		return err == nil && int(v) >= members
+	})
 }

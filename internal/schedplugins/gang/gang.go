@@ -134,7 +134,8 @@ func New(obj runtime.Object, mgr *core.Manager, holder *profilewatch.Holder, d *
 func (g *Gang) Name() string { return Name }
 
 // EventsToRegister says what may make a refused member schedulable: a new
-// member, a group object (either API) created or changed, resources freed.
+// member, a group object (either API) created or changed, resources freed,
+// a node added or changed where the pod may now fit (wakeOnNode).
 // The scheduler delivers Workload API PodGroup events only where it serves
 // that API. Each event also ends a Workload API gang's gate (see PreEnqueue):
 // the hint runs inside the scheduler's own handling of the event, after its
@@ -144,7 +145,8 @@ func (g *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, er
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: g.wake},
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.wake},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.wake},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel},
+			QueueingHintFn: g.wakeOnNode},
 		{Event: fwk.ClusterEvent{Resource: pg, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.wake},
 		{Event: fwk.ClusterEvent{Resource: fwk.PodGroup, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.wake},
 	}, nil
@@ -157,6 +159,20 @@ func (g *Gang) wake(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, err
 		g.mgr.Wake(ref.Key)
 	}
 	return fwk.Queue, nil
+}
+
+// wakeOnNode is wake for a node added or changed where the change may let
+// pod fit (core.NodeMayAdmit): a Workload API gang held at PreEnqueue wakes
+// on a node whose taint it now tolerates, or whose labels now match it, as
+// a scheduler-plugins gang's pods refused by TaintToleration or
+// NodeAffinity wake on those plugins' hints.
+func (g *Gang) wakeOnNode(logger klog.Logger, pod *v1.Pod, old, obj any) (fwk.QueueingHint, error) {
+	was, _ := old.(*v1.Node)
+	node, ok := obj.(*v1.Node)
+	if ok && !core.NodeMayAdmit(pod, was, node) {
+		return fwk.QueueSkip, nil
+	}
+	return g.wake(logger, pod, old, obj)
 }
 
 // PreEnqueue holds a Workload API gang that was tried whole and failed in

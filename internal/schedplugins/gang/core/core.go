@@ -97,7 +97,11 @@ type Options struct {
 	// PodInformer is the scheduler's pod informer; New adds the pod-group
 	// index, so it must not have started yet.
 	PodInformer cache.SharedIndexInformer
-	Dynamic     dynamic.Interface
+	// NodeInformer, when set, is the scheduler's node informer: a node
+	// change that may admit a pod (NodeMayAdmit) ends every Workload API
+	// gang's gate, as a freed pod's does.
+	NodeInformer cache.SharedInformer
+	Dynamic      dynamic.Interface
 	// WorkloadPodGroups lists the Workload API's PodGroups (the scheduler's
 	// own informer, which it starts and syncs); nil leaves Workload API
 	// gangs unknown: their members are refused as "not found".
@@ -155,6 +159,14 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch gang pods: %w", err)
+	}
+	if o.NodeInformer != nil {
+		if _, err := o.NodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { m.nodeChanged(nil, obj) },
+			UpdateFunc: m.nodeChanged,
+		}); err != nil {
+			return nil, fmt.Errorf("watch nodes: %w", err)
+		}
 	}
 	factory.Start(ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
