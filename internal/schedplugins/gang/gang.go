@@ -39,8 +39,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/schedloop/schedloop/internal/podgroup"
@@ -421,7 +423,7 @@ func (g *Gang) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ s
 // gang. Within a pod-group cycle the scheduler takes back every trial
 // reservation, whether the group fits or not, so only the reservation is
 // returned there: PodGroupPostFilter releases a gang whose cycle failed.
-func (g *Gang) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
+func (g *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
 	cg := readGang(state)
 	if cg == nil {
 		return
@@ -429,6 +431,14 @@ func (g *Gang) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _
 	g.mgr.Unreserve(pod, cg.key)
 	if state.IsPodGroupSchedulingCycle() {
 		return
+	}
+	// The scheduler may have written this attempt's node as the member's
+	// nominated node (core.Manager.Unnominate), whatever the pod object
+	// here says.
+	if pod.Status.NominatedNodeName != "" || utilfeature.DefaultFeatureGate.Enabled(features.NominatedNodeNameForExpectation) {
+		if err := g.mgr.Unnominate(ctx, pod); err != nil {
+			klog.FromContext(ctx).Error(err, "Clearing the nominated node of a released gang member", "pod", klog.KObj(pod))
+		}
 	}
 	c := g.mgr.Count(cg.key)
 	g.mgr.Release(cg.key, Name, reasons.GangIncomplete(pod.Namespace, cg.name, c.Placed, cg.min))

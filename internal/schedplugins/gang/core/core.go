@@ -573,6 +573,31 @@ func (m *Manager) Unreserve(pod *v1.Pod, key string) {
 	m.queueStatus(key)
 }
 
+// Unnominate clears pod's nominated node in the API. With
+// NominatedNodeNameForExpectation on, kube-scheduler writes the node of a
+// member held at Permit as its nominated node (the hint autoscalers read),
+// and on a release it clears it only if its informer has already seen that
+// write: a member rejected just after it was placed keeps the node. The
+// scheduler then counts the member, back in its queue, on that node for
+// every other pod (as a preemptor's claim) and tries it there first, off
+// the plan its gang is placed by. Gang members never preempt, so a member
+// that is not held has no nomination worth keeping. Called where the
+// member's reservation is returned, after any write the scheduler made for
+// it, so the cleared value is the last.
+func (m *Manager) Unnominate(ctx context.Context, pod *v1.Pod) error {
+	if m.dyn == nil {
+		return nil
+	}
+	_, err := m.dyn.Resource(podsGVR).Namespace(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType,
+		[]byte(`{"status":{"nominatedNodeName":null}}`), metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+var podsGVR = v1.SchemeGroupVersion.WithResource("pods")
+
 // activate moves key's members that are still waiting for a scheduling
 // attempt to the active queue, so a gang is placed back to back.
 func (m *Manager) activate(key string) {
