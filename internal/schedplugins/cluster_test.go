@@ -57,6 +57,13 @@ func newEnv(t *testing.T, nodes []trace.Node, profileYAML string) *env {
 // newEnvWith runs set's plugins, so a test can read the profile they hold.
 func newEnvWith(t *testing.T, nodes []trace.Node, profileYAML string, set *schedplugins.Set) *env {
 	t.Helper()
+	return newEnvConfigured(t, nodes, profileYAML, set, func(config string) string { return config })
+}
+
+// newEnvConfigured is newEnvWith with the scheduler configuration passed
+// through edit first.
+func newEnvConfigured(t *testing.T, nodes []trace.Node, profileYAML string, set *schedplugins.Set, edit func(string) string) *env {
+	t.Helper()
 	// The Workload API is served in every test of this package: its gangs
 	// and the scheduler-plugins PodGroup's are placed side by side.
 	c := harness.NewForTest(t, harness.Options{WorkloadAPI: true})
@@ -72,7 +79,7 @@ func newEnvWith(t *testing.T, nodes []trace.Node, profileYAML string, set *sched
 		t.Fatal(err)
 	}
 	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{
-		Config: schedulerConfig(t, c.Kubeconfig), Plugins: set.Options(),
+		Config: edit(schedulerConfig(t, c.Kubeconfig)), Plugins: set.Options(),
 	}); err != nil {
 		t.Fatal(err)
 	}

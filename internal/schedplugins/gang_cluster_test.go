@@ -1,14 +1,22 @@
 package schedplugins_test
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/ptr"
 
 	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/schedplugins"
 )
 
 // A 64-pod gang on 8-GPU nodes lands whole or not at all, declared either
@@ -217,5 +225,70 @@ func TestGangReleasedWhenAMemberFindsNoNode(t *testing.T) {
 			t.Fatalf("%s: gang of 3x8 GPUs on %d nodes", api, n)
 		}
 		e.deletePods(name + "-")
+	}
+}
+
+// With NominatedNodeNameForExpectation on (kube-scheduler's default), a
+// member held at Permit is written as nominated to its node. A released
+// gang's members carry no nomination while they wait out the backoff:
+// the scheduler would otherwise count each on its old node for every other
+// pod, its gang's own later members included, and try it there first when
+// the gang comes back. Then, the tainted node freed, the gang lands whole.
+func TestReleasedGangMembersKeepNoNomination(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.NominatedNodeNameForExpectation, true)
+	// A long backoff holds the released gang still while it is looked at.
+	const backoff = 30 * time.Second
+	e := newEnvConfigured(t, gpuNodes("n", 4, nil), "", schedplugins.NewSet(), func(config string) string {
+		return strings.Replace(config, "backoffSeconds: 2", "backoffSeconds: 30", 1)
+	})
+	ctx := t.Context()
+	taint := func(on bool) {
+		t.Helper()
+		n, err := e.c.Client.CoreV1().Nodes().Get(ctx, "n03", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Spec.Taints = nil
+		if on {
+			n.Spec.Taints = []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}
+		}
+		if _, err := e.c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The plan counts n03's GPUs; the taint turns its members away, so
+	// the thirteenth member finds no node and the twelve placed, each
+	// nominated to its node while held, are released.
+	taint(true)
+	e.gang("g", ours, 16, 2, 0)
+	t.Log(e.waitEvent("g-*", "gang default/g incomplete: 12/16 members", func(name string) bool { return strings.HasPrefix(name, "g-") }))
+	// Within the backoff: once it ends the gang is placed, and nominated,
+	// again.
+	var held []string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, backoff*2/3, true, func(context.Context) (bool, error) {
+		pods, err := e.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		held = nil
+		for _, p := range pods.Items {
+			if strings.HasPrefix(p.Name, "g-") && (p.Spec.NodeName != "" || p.Status.NominatedNodeName != "") {
+				held = append(held, p.Name+" on "+p.Spec.NodeName+p.Status.NominatedNodeName)
+			}
+		}
+		return len(held) == 0, nil
+	}); err != nil {
+		t.Fatalf("released gang's members still bound or nominated: %v", held)
+	}
+	taint(false)
+	bound := e.waitBound("g-", 16)
+	perNode := map[string]int{}
+	for _, n := range bound {
+		perNode[n]++
+	}
+	for _, n := range []string{"n00", "n01", "n02", "n03"} {
+		if perNode[n] != 4 {
+			t.Fatalf("16x2-GPU gang placed %v, want four members on each 8-GPU node", perNode)
+		}
 	}
 }

@@ -11,14 +11,18 @@ import (
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -54,6 +58,7 @@ type fixture struct {
 	plugin *gang.Gang
 	mgr    *core.Manager
 	client *fake.Clientset
+	dyn    *dynamicfake.FakeDynamicClient
 }
 
 // newFixture runs a gang manager over a fake clientset holding pods and a
@@ -77,7 +82,19 @@ func newFixtureWith(t *testing.T, pods []*v1.Pod, workloadGroups []*schedulingv1
 	}
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
+	// The dynamic client holds the pods too: the manager writes their
+	// status through it (core.Manager.Unnominate).
 	var dynObjs []runtime.Object
+	for _, p := range pods {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{Object: u}
+		obj.SetAPIVersion("v1")
+		obj.SetKind("Pod")
+		dynObjs = append(dynObjs, obj)
+	}
 	for _, g := range groups {
 		u, err := podgroup.ToUnstructured(g)
 		if err != nil {
@@ -86,7 +103,7 @@ func newFixtureWith(t *testing.T, pods []*v1.Pod, workloadGroups []*schedulingv1
 		dynObjs = append(dynObjs, u)
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{podgroup.GVR: podgroup.Kind + "List"}, dynObjs...)
+		map[schema.GroupVersionResource]string{podgroup.GVR: podgroup.Kind + "List", podsGVR: "PodList"}, dynObjs...)
 	h := &handle{}
 	mgr, err := core.New(ctx, core.Options{Handle: h, PodInformer: factory.Core().V1().Pods().Informer(),
 		Dynamic: dyn, Backoff: time.Minute, StatusDelay: time.Millisecond,
@@ -100,8 +117,10 @@ func newFixtureWith(t *testing.T, pods []*v1.Pod, workloadGroups []*schedulingv1
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{h: h, plugin: p, mgr: mgr, client: client}
+	return &fixture{h: h, plugin: p, mgr: mgr, client: client, dyn: dyn}
 }
+
+var podsGVR = v1.SchemeGroupVersion.WithResource("pods")
 
 func member(name, group string, gpus string) *v1.Pod {
 	w := st.MakePod().Namespace("default").Name(name).UID(name).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"})
@@ -236,6 +255,37 @@ func TestPermitHoldsUntilMinMember(t *testing.T) {
 		if s.Code() == fwk.Wait && timeout != 60*time.Second {
 			t.Errorf("%s: Permit timeout = %v, want the default 60s", pod.Name, timeout)
 		}
+	}
+}
+
+// A member released after the scheduler nominated it to its node
+// (NominatedNodeNameForExpectation) has the nomination cleared when its
+// reservation is returned, though the pod object the plugin is handed,
+// read before that write, carries none: the write is the scheduler's,
+// made just before the member waited at Permit.
+func TestUnreserveClearsTheNomination(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.NominatedNodeNameForExpectation, true)
+	held, seen := member("ok-0", "ok", "1"), member("ok-0", "ok", "1")
+	held.Status.NominatedNodeName = "n1"
+	f := newFixture(t, []*v1.Pod{held, member("ok-1", "ok", "1")}, podgroup.New("default", "ok", 2))
+	ctx := context.Background()
+	state := framework.NewCycleState()
+	if _, s := f.plugin.PreFilter(ctx, state, seen, []fwk.NodeInfo{gpuNode("n1", "8")}); !s.IsSuccess() {
+		t.Fatalf("PreFilter: %v", s)
+	}
+	if s := f.plugin.Reserve(ctx, state, seen, "n1"); !s.IsSuccess() {
+		t.Fatalf("Reserve: %v", s)
+	}
+	if s, _ := f.plugin.Permit(ctx, state, seen, "n1"); s.Code() != fwk.Wait {
+		t.Fatalf("Permit = %v, want Wait", s)
+	}
+	f.plugin.Unreserve(ctx, state, seen, "n1")
+	u, err := f.dyn.Resource(podsGVR).Namespace("default").Get(ctx, "ok-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nnn, _, _ := unstructured.NestedString(u.Object, "status", "nominatedNodeName"); nnn != "" {
+		t.Fatalf("released member still nominated to %q", nnn)
 	}
 }
 

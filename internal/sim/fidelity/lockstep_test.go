@@ -19,17 +19,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
-	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
@@ -432,17 +429,6 @@ func newDriver(t testing.TB, sc scenario) *driver {
 		t.Fatal("pod informer did not sync")
 	}
 	d.st.paused.Store(true)
-	// With NominatedNodeNameForExpectation, kube-scheduler writes the node
-	// of a pod waiting at Permit (a gang's member until the gang is whole)
-	// as its nominated node, and once that write comes back through the
-	// watch it counts the pod on the node twice in every later Filter: as
-	// assumed there, and as nominated (addGENominatedPods adds nominated
-	// pods to the node's copy without asking whether it holds them already).
-	// The later members of a gang then find its earlier members' nodes
-	// fuller than they are, by how many of those writes have come back,
-	// which is wall time; the simulator counts a member once. Off, a pod
-	// is nominated only by preemption, as the simulator models.
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.NominatedNodeNameForExpectation, false)
 	// Preemption measures run times, and reservations plan, on the virtual
 	// clock, as the replay does.
 	d.set = schedplugins.NewSetWithClock(func() time.Time { return startEpoch.Add(time.Duration(d.virtual.Load())) })
