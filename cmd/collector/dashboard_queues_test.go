@@ -14,7 +14,8 @@ import (
 // TestDashboardQueuesInBrowser: the Queues page lists the waiting job in
 // the ClusterQueue its LocalQueue admits to, first, coloured as waiting for
 // quota, with the GPUs the queue's admitted workload holds and, from the
-// ClusterQueue's stored spec, its nominal and borrowed GPUs.
+// ClusterQueue's stored spec, its nominal and borrowed GPUs and a row per
+// flavour and resource it sets quota on (cpu and memory too).
 func TestDashboardQueuesInBrowser(t *testing.T) {
 	url := storetest.URL(t)
 	seedETA(t, url)
@@ -28,7 +29,9 @@ func TestDashboardQueuesInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := st.UpsertKueueClusterQueues(context.Background(), []schedloop.KueueClusterQueue{{Name: "cq", Cohort: "org", ObservedAt: now,
-		Quotas: []schedloop.KueueQuota{{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 4000, Reserved: 8000, Borrowed: 4000}}}}); err != nil {
+		Quotas: []schedloop.KueueQuota{{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 4000, Reserved: 8000, Borrowed: 4000},
+			{Flavor: "default", Resource: "cpu", Nominal: 64000, Reserved: 16000},
+			{Flavor: "default", Resource: "memory", Nominal: 512 << 30 * 1000, Reserved: 64 << 30 * 1000}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.InsertKueueQuotaRecommendation(context.Background(), schedloop.KueueQuotaRecommendation{Created: now,
@@ -53,6 +56,16 @@ func TestDashboardQueuesInBrowser(t *testing.T) {
 	}
 	if got := d.attr(q+`[data-testid=queue-borrowed]`, "data-gpus"); got != "4" {
 		t.Errorf("cq's borrowed GPUs show %q, want Kueue's 4", got)
+	}
+	for _, tt := range []struct{ resource, field, want string }{
+		{"cpu", "quota-nominal", "64"}, {"cpu", "quota-reserved", "16"},
+		{"memory", "quota-nominal", "512Gi"}, {"memory", "quota-reserved", "64Gi"},
+		{"nvidia.com/gpu", "quota-borrowed", "4"},
+	} {
+		sel := q + `[data-testid=queue-quotas] tr[data-resource="` + tt.resource + `"] [data-testid=` + tt.field + `]`
+		if got := d.text(sel); got != tt.want {
+			t.Errorf("cq's %s %s shows %q, want %q", tt.resource, tt.field, got, tt.want)
+		}
 	}
 	if got := d.text(`[data-testid=quota-recommendation] [data-testid=quota-to]`); got != "8" {
 		t.Errorf("the quota proposal's new nominal shows %q, want 8", got)

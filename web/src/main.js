@@ -83,6 +83,18 @@ function queueCard(q) {
   const use = q.used_gpus !== undefined
     ? ` · <span data-testid="queue-used" data-gpus="${q.used_gpus}">${fmtNum(q.used_gpus)} GPUs held by ${q.admitted_workloads} admitted workload${q.admitted_workloads === 1 ? '' : 's'}</span>${quota}`
     : ''
+  // Kueue charges every resource its ClusterQueue sets quota on, cpu and
+  // memory as well as GPUs: one row per flavour and resource, as Kueue's
+  // status last reported it.
+  const amount = (r, v) => v === undefined ? 'none' : r.resource === 'memory' ? `${fmtNum(v / 2 ** 30)}Gi` : fmtNum(v)
+  const quotaRows = s && s.quotas.length
+    ? `<table data-testid="queue-quotas"><thead><tr><th>resource</th><th>flavour</th><th class="num">nominal</th>
+      <th class="num">reserved</th><th class="num">borrowed</th><th class="num">borrowing limit</th><th class="num">lending limit</th></tr></thead><tbody>
+      ${s.quotas.map((r) => `<tr data-resource="${esc(r.resource)}" data-flavor="${esc(r.flavor)}"><td>${esc(r.resource)}</td><td>${esc(r.flavor)}</td>
+        <td class="num" data-testid="quota-nominal">${amount(r, r.nominal)}</td><td class="num" data-testid="quota-reserved">${amount(r, r.reserved)}</td>
+        <td class="num" data-testid="quota-borrowed">${amount(r, r.borrowed)}</td>
+        <td class="num">${amount(r, r.borrowing_limit)}</td><td class="num">${amount(r, r.lending_limit)}</td></tr>`).join('')}</tbody></table>`
+    : ''
   const rows = q.pending.map((j) => `<tr data-uid="${esc(j.uid)}" data-wait="${esc(j.wait)}">
       <td class="num" data-testid="queue-position">${j.position}</td>
       <td><a href="#/why?kind=job&q=${encodeURIComponent(j.uid)}">${esc(j.namespace)}/${esc(j.name)}</a></td>
@@ -93,6 +105,7 @@ function queueCard(q) {
   return `<section class="card" data-testid="queue" data-queue="${esc(q.name)}" data-kind="${esc(q.kind)}">
     <h2>${esc(q.name)} <small>${esc(QUEUE_KINDS[q.kind] || q.kind)}</small></h2>
     <p class="note">${q.pending.length} waiting, ${fmtNum(q.pending_gpus)} GPUs asked${use}</p>
+    ${quotaRows}
     ${q.pending.length ? `<table><thead><tr><th class="num">#</th><th>job</th><th class="num">priority</th><th class="num">GPUs</th>
       <th>waiting</th><th>waits for</th></tr></thead><tbody>${rows}</tbody></table>` : ''}</section>`
 }
