@@ -98,8 +98,7 @@ func (p *Parser) Parse(msg string) FailedScheduling {
 }
 
 const (
-	preemptionMarker = " preemption: "
-	noNodesMsg       = "no nodes available to schedule pods"
+	noNodesMsg = "no nodes available to schedule pods"
 )
 
 var (
@@ -109,6 +108,9 @@ var (
 	pluginErrorRE  = regexp.MustCompile(`^running (?:[A-Za-z]+ on )?([A-Za-z]+) plugin "([^"]*)": `)
 	countedItemRE  = regexp.MustCompile(`^(\d+) (.+)$`)
 	separatorCount = regexp.MustCompile(`^, \d+ `)
+	// The end of FitError's node list and the start of DefaultPreemption's
+	// PostFilter message, empty PostFilter reasons joined before it.
+	postFilterRE = regexp.MustCompile(`\.(?: ,)* preemption: `)
 )
 
 // ParseFailedScheduling breaks a kube-scheduler FailedScheduling message into
@@ -149,10 +151,14 @@ func ParseFailedScheduling(msg string) FailedScheduling {
 	}
 
 	// FitError appends the PostFilter message after the period that ends the
-	// node list; DefaultPreemption's starts with "preemption: ".
+	// node list; DefaultPreemption's starts with "preemption: ". The
+	// framework joins the PostFilter plugins' reasons with ", ", so a plugin
+	// that gave an empty reason before it leaves ". , preemption: " (as
+	// schedloop's gang plugin did before it stopped giving one).
 	main, preemption := text, ""
-	if i := strings.LastIndex(text, "."+preemptionMarker); i >= 0 {
-		main, preemption = text[:i+1], text[i+1+len(preemptionMarker):]
+	if at := postFilterRE.FindAllStringIndex(text, -1); at != nil {
+		last := at[len(at)-1]
+		main, preemption = text[:last[0]+1], text[last[1]:]
 	}
 
 	total, reasonsMap, ok := parseNodeList(main)

@@ -109,6 +109,14 @@ func TestParseFailedScheduling(t *testing.T) {
 			category: schedloop.WaitInsufficientGPU, parsed: true,
 		},
 		{
+			name:       "empty PostFilter reason joined before the preemption message",
+			msg:        "0/4 nodes are available: gang default/b2 waits for GPUs: free capacity fits 0/1 members. , preemption: 0/4 nodes are available: 4 no set of preemptible jobs of lower priority makes room on the node.",
+			total:      4,
+			reasons:    map[string]int{"gang default/b2 waits for GPUs: free capacity fits 0/1 members": 4},
+			preemption: map[string]int{"no set of preemptible jobs of lower priority makes room on the node": 4},
+			category:   schedloop.WaitInsufficientGPU, parsed: true,
+		},
+		{
 			name:     "own gang reason, every member present, CPU or memory short",
 			msg:      "0/64 nodes are available: " + reasons.GangNoRoom("ml", "big", reasons.ShortCPUMemory, 2, 4) + ".",
 			total:    64,

@@ -368,7 +368,13 @@ func (g *Gang) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 	}
 	if members == 0 || scoring.PreemptsFor(members) {
 		// A PodGroup of one is a lone pod; one that is gone leaves the
-		// pod to preemption as before it was grouped.
+		// pod to preemption as before it was grouped. No reason when
+		// nothing was released: the framework joins the PostFilter
+		// plugins' reasons with ", ", and an empty one would put a stray
+		// ", " before the preemption plugin's message.
+		if why == "" {
+			return nil, fwk.NewStatus(fwk.Unschedulable)
+		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, strings.TrimPrefix(why+"; ", "; ")+

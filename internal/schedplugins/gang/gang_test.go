@@ -191,6 +191,19 @@ func TestPreFilter(t *testing.T) {
 	runPreFilter(t, f, nodes, tests)
 }
 
+// TestPostFilterGivesNoEmptyReason: a one-member gang's PostFilter, with
+// nothing to release, leaves the pod to preemption and adds no reason: the
+// framework joins the PostFilter plugins' reasons with ", ", and an empty
+// one put ". , preemption: " into the pod's FailedScheduling message.
+func TestPostFilterGivesNoEmptyReason(t *testing.T) {
+	pod := member("solo-0", "solo", "16")
+	f := newFixture(t, []*v1.Pod{pod}, podgroup.New("default", "solo", 1))
+	_, status := f.plugin.PostFilter(context.Background(), framework.NewCycleState(), pod, nil)
+	if status.Code() != fwk.Unschedulable || len(status.Reasons()) != 0 {
+		t.Errorf("PostFilter = %v %q, want Unschedulable with no reasons", status.Code(), status.Reasons())
+	}
+}
+
 func workloadMember(name, group, gpus string) *v1.Pod {
 	p := member(name, "", gpus)
 	p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &group}
