@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -55,6 +56,8 @@ type Set struct {
 	order    *queuesort.Order
 	watching bool
 	pods     podEvents
+	// trackPods: podInformer follows the handlers added through it.
+	trackPods atomic.Bool
 }
 
 // NewSet returns a Set starting from the default profile.
@@ -188,18 +191,31 @@ func (s *Set) newPreemption(ctx context.Context, obj runtime.Object, h fwk.Handl
 }
 
 // podInformer is the scheduler's pod informer as the set's plugins watch
-// it: what their handlers have handled is followed (PodsHandled).
+// it: what their handlers have handled is followed (PodsHandled) where
+// TrackPods asked for it.
 func (s *Set) podInformer(h fwk.Handle) cache.SharedIndexInformer {
-	return s.pods.track(h.SharedInformerFactory().Core().V1().Pods().Informer())
+	inf := h.SharedInformerFactory().Core().V1().Pods().Informer()
+	if !s.trackPods.Load() {
+		return inf
+	}
+	return s.pods.track(inf)
 }
+
+// TrackPods has the set follow how far its plugins' pod handlers have got
+// (PodsHandled). It must be called before the scheduler builds the
+// plugins. Following costs every handler a lock and a resourceVersion
+// comparison on every pod change (BenchmarkPodEvent), which only a caller
+// waiting on PodsHandled needs.
+func (s *Set) TrackPods() { s.trackPods.Store(true) }
 
 // PodsHandled reports whether the set's plugins have finished with every
 // pod change up to the one at resourceVersion rv (a resourceVersion of the
-// pods the scheduler watches). Their informer handlers run apart from the
-// scheduler's own, so a change the scheduling queue has seen may not have
-// reached them yet; a caller that changes pods and wants the next
-// scheduling decisions to rest on every change waits for this too.
-func (s *Set) PodsHandled(rv string) bool { return s.pods.Handled(rv) }
+// pods the scheduler watches); always false unless TrackPods was called.
+// Their informer handlers run apart from the scheduler's own, so a change
+// the scheduling queue has seen may not have reached them yet; a caller
+// that changes pods and wants the next scheduling decisions to rest on
+// every change waits for this too.
+func (s *Set) PodsHandled(rv string) bool { return s.trackPods.Load() && s.pods.Handled(rv) }
 
 // effective is pod with its Workload API gang's metadata inherited
 // (core.Manager.Effective); every profile's manager reads the same

@@ -432,6 +432,7 @@ func newDriver(t testing.TB, sc scenario) *driver {
 	// Preemption measures run times, and reservations plan, on the virtual
 	// clock, as the replay does.
 	d.set = schedplugins.NewSetWithClock(func() time.Time { return startEpoch.Add(time.Duration(d.virtual.Load())) })
+	d.set.TrackPods()
 	plugins := append(d.set.Options(), app.WithPlugin(stepperName, d.st.factory))
 	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{Config: schedulerConfig(t, c.Kubeconfig), Plugins: plugins, Setup: d.st.setup}); err != nil {
 		t.Fatal(err)
