@@ -27,16 +27,11 @@ func MIGSlices(model string) int {
 	return defaultMIGSlices
 }
 
-// MIGComputeShare is the share of its GPU's compute (0..1] a GPU instance of
-// profile holds on a GPU of model: a 1g instance of a seven-slice GPU holds
-// 1/7 of it. The compute slice count is the profile's "<n>g" part, which
-// compute-instance profiles ("1c.2g.10gb") and media-extension suffixes
-// ("1g.10gb+me") keep too. An empty profile is a whole GPU, share 1.
-func MIGComputeShare(model, profile string) (float64, error) {
-	if profile == "" {
-		return 1, nil
-	}
-	slices := MIGSlices(model)
+// MIGProfileSlices is the number of compute slices a GPU instance of
+// profile holds: the profile's "<n>g" part, which compute-instance profiles
+// ("1c.2g.10gb") and media-extension suffixes ("1g.10gb+me") keep too. It
+// says nothing of the GPU's total, which depends on its model (MIGSlices).
+func MIGProfileSlices(profile string) (int, error) {
 	for part := range strings.SplitSeq(profile, ".") {
 		digits, ok := strings.CutSuffix(part, "g")
 		if !ok {
@@ -46,10 +41,29 @@ func MIGComputeShare(model, profile string) (float64, error) {
 		if err != nil {
 			continue
 		}
-		if n < 1 || n > slices {
-			return 0, fmt.Errorf("MIG profile %q: %d compute slices, but a %q has %d", profile, n, model, slices)
+		if n < 1 {
+			return 0, fmt.Errorf("MIG profile %q: %d compute slices", profile, n)
 		}
-		return float64(n) / float64(slices), nil
+		return n, nil
 	}
 	return 0, fmt.Errorf("MIG profile %q: no \"<n>g\" compute slice count", profile)
+}
+
+// MIGComputeShare is the share of its GPU's compute (0..1] a GPU instance of
+// profile holds on a GPU of model: a 1g instance of a seven-slice GPU holds
+// 1/7 of it (MIGProfileSlices over MIGSlices). An empty profile is a whole
+// GPU, share 1.
+func MIGComputeShare(model, profile string) (float64, error) {
+	if profile == "" {
+		return 1, nil
+	}
+	n, err := MIGProfileSlices(profile)
+	if err != nil {
+		return 0, err
+	}
+	slices := MIGSlices(model)
+	if n > slices {
+		return 0, fmt.Errorf("MIG profile %q: %d compute slices, but a %q has %d", profile, n, model, slices)
+	}
+	return float64(n) / float64(slices), nil
 }

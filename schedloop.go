@@ -13,6 +13,10 @@ import "time"
 // GPUResourceName is the extended resource the NVIDIA device plugin advertises.
 const GPUResourceName = "nvidia.com/gpu"
 
+// MIGResourcePrefix starts the MIG instance resources of the NVIDIA device
+// plugin's mixed strategy: the profile follows (nvidia.com/mig-1g.10gb).
+const MIGResourcePrefix = "nvidia.com/mig-"
+
 // Node is one machine of the cluster inventory.
 type Node struct {
 	Name string

@@ -308,8 +308,7 @@ func normalQuantile(p float64) float64 {
 func neverFitsReason(snap Snapshot, j *sim.Job) string {
 	pods := 0
 	for _, n := range snap.Cluster.Nodes {
-		empty := scoring.NewNode(n.Name, n.GPUModel, n.GPUCap(), n.CPUMilliCap, n.MemoryMiBCap)
-		pods += scoring.Capacity(empty, j.Request)
+		pods += scoring.Capacity(n.Empty(), j.Request)
 	}
 	if pods < j.Members {
 		what := fmt.Sprintf("%d GPUs", j.Request.GPUs)

@@ -12,6 +12,7 @@ package podspec
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -38,7 +39,7 @@ const (
 	ResourceGPUMilli corev1.ResourceName = "schedloop.io/gpu-milli"
 	// ResourceMIGPrefix starts the MIG instance resources of the NVIDIA
 	// device plugin's mixed strategy (nvidia.com/mig-1g.10gb, ...).
-	ResourceMIGPrefix = "nvidia.com/mig-"
+	ResourceMIGPrefix = schedloop.MIGResourcePrefix
 
 	// LabelGPUProduct is the GPU model label GPU feature discovery sets on nodes.
 	LabelGPUProduct = "nvidia.com/gpu.product"
@@ -84,8 +85,9 @@ type Facts struct {
 	// plus overhead. GPUs counts whole GPUs, or is 1 with GPUMilli set for
 	// a share; GPUModels comes from GPUModels.
 	Request scoring.Request
-	// MIG counts the MIG instances asked for by profile ("1g.10gb"). The
-	// framework's own resource fit places them; scoring does not model them.
+	// MIG counts the MIG instances asked for by profile ("1g.10gb"), as
+	// the extended resources name them; Request.MIG holds the same counts
+	// (and the instances its ResourceClaims ask for, once read with them).
 	MIG map[string]int64
 	// Queue is the pod's queue, "" for none (never limited).
 	Queue string
@@ -189,6 +191,15 @@ func claimSpec(pod *corev1.Pod, pc corev1.PodResourceClaim, claims ClaimSpecs) (
 func RequestWith(pod *corev1.Pod, claims ClaimSpecs) scoring.Request {
 	r := Request(pod)
 	c, _ := ClaimRequest(pod, claims)
+	if c.MIG > 0 {
+		// A claim names no profile the way a resource name does: which
+		// instance the allocator hands out is its choice.
+		r.MIG = maps.Clone(r.MIG)
+		if r.MIG == nil {
+			r.MIG = map[string]int{}
+		}
+		r.MIG[scoring.MIGAnyProfile] += c.MIG
+	}
 	if c.GPUs == 0 {
 		return r
 	}
@@ -204,7 +215,7 @@ func RequestWith(pod *corev1.Pod, claims ClaimSpecs) scoring.Request {
 func ReadWith(pod *corev1.Pod, claims ClaimSpecs) (Facts, error) {
 	f, err := Read(pod)
 	c, cerr := ClaimRequest(pod, claims)
-	if c.GPUs > 0 {
+	if c.GPUs > 0 || c.MIG > 0 {
 		f.Request = RequestWith(pod, claims)
 	}
 	if err == nil {
@@ -212,6 +223,11 @@ func ReadWith(pod *corev1.Pod, claims ClaimSpecs) (Facts, error) {
 	}
 	return f, err
 }
+
+// maxMIGInstances bounds the MIG instances of one profile a pod may ask
+// for: far beyond what any node holds (seven per GPU), and small enough
+// that their count in milli-GPU cannot overflow.
+const maxMIGInstances = 1 << 20
 
 func request(pod *corev1.Pod) (scoring.Request, map[string]int64, error) {
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
@@ -221,17 +237,34 @@ func request(pod *corev1.Pod) (scoring.Request, map[string]int64, error) {
 		r.GPUs = int(q.Value())
 	}
 	var mig map[string]int64
+	var migErr error
 	for name, q := range reqs {
-		if p, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && !q.IsZero() {
-			if mig == nil {
-				mig = map[string]int64{}
-			}
-			mig[p] = q.Value()
+		p, ok := strings.CutPrefix(string(name), ResourceMIGPrefix)
+		if !ok || q.IsZero() {
+			continue
 		}
+		if mig == nil {
+			mig = map[string]int64{}
+		}
+		mig[p] = q.Value()
+		if n := q.Value(); n < 1 || n > maxMIGInstances || q.Cmp(*resource.NewQuantity(n, resource.DecimalSI)) != 0 {
+			migErr = errors.Join(migErr, fmt.Errorf("pod %s/%s: resource %s: %s is not a count of instances (1..%d)",
+				pod.Namespace, pod.Name, name, q.String(), maxMIGInstances))
+			continue
+		}
+		if _, err := scoring.MIGMilli(p, r.GPUModels); err != nil {
+			// Counted as nothing, as a share no node could honour is.
+			migErr = errors.Join(migErr, fmt.Errorf("pod %s/%s: resource %s: %w", pod.Namespace, pod.Name, name, err))
+			continue
+		}
+		if r.MIG == nil {
+			r.MIG = map[string]int{}
+		}
+		r.MIG[p] = int(q.Value())
 	}
 	q, ok := reqs[ResourceGPUMilli]
 	if !ok || q.IsZero() {
-		return r, mig, nil
+		return r, mig, migErr
 	}
 	milli := q.Value()
 	switch {
@@ -243,7 +276,7 @@ func request(pod *corev1.Pod) (scoring.Request, map[string]int64, error) {
 			pod.Namespace, pod.Name, ResourceGPUMilli, r.GPUs, ResourceGPU)
 	}
 	r.GPUs, r.GPUMilli = 1, int(milli)
-	return r, mig, nil
+	return r, mig, migErr
 }
 
 // Devices is the devices recorded on pod (AnnotationGPUDevices); ok is
@@ -356,7 +389,8 @@ func GPUModels(pod *corev1.Pod) []string {
 }
 
 // Resources is the resource list a pod (one container) asks for to get r:
-// whole GPUs as ResourceGPU, a share as ResourceGPUMilli. The trace player
+// whole GPUs as ResourceGPU, a share as ResourceGPUMilli, MIG instances of
+// a named profile as ResourceMIGPrefix+profile. The trace player
 // writes pods with it, so a replayed job asks live for what the simulator
 // models.
 func Resources(r scoring.Request) corev1.ResourceList {
@@ -366,6 +400,11 @@ func Resources(r scoring.Request) corev1.ResourceList {
 		out[ResourceGPUMilli] = *resource.NewQuantity(int64(r.GPUMilli), resource.DecimalSI)
 	case r.GPUs > 0:
 		out[ResourceGPU] = *resource.NewQuantity(int64(r.GPUs), resource.DecimalSI)
+	}
+	for p, c := range r.MIG {
+		if p != scoring.MIGAnyProfile && c > 0 {
+			out[corev1.ResourceName(ResourceMIGPrefix+p)] = *resource.NewQuantity(int64(c), resource.DecimalSI)
+		}
 	}
 	if r.CPUMilli > 0 {
 		out[corev1.ResourceCPU] = *resource.NewMilliQuantity(r.CPUMilli, resource.DecimalSI)

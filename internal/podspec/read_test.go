@@ -50,6 +50,10 @@ func readCases() []*corev1.Pod {
 	twoGangs.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("workload-gang")}
 	model := podOf("model", one("nvidia.com/gpu", "1"), nil)
 	model.Spec.NodeSelector = map[string]string{LabelGPUProduct: "NVIDIA-H100"}
+	migA30 := podOf("mig-on-a30", one("nvidia.com/mig-1g.6gb", "1"), nil)
+	migA30.Spec.NodeSelector = map[string]string{LabelGPUProduct: "NVIDIA-A30"}
+	migTooLarge := podOf("mig-larger-than-an-a30", one("nvidia.com/mig-7g.80gb", "1", "nvidia.com/mig-1g.6gb", "1"), nil)
+	migTooLarge.Spec.NodeSelector = map[string]string{LabelGPUProduct: "NVIDIA-A30"}
 	return []*corev1.Pod{
 		podOf("empty", nil, nil),
 		podOf("whole", one("nvidia.com/gpu", "2", "cpu", "4", "memory", "16Gi"), nil),
@@ -62,7 +66,9 @@ func readCases() []*corev1.Pod {
 		podOf("fractional-share", one("schedloop.io/gpu-milli", "250500m"), nil),
 		podOf("share-beside-whole", one("schedloop.io/gpu-milli", "250", "nvidia.com/gpu", "1"), nil),
 		podOf("mig", one("nvidia.com/mig-1g.10gb", "2", "nvidia.com/mig-3g.40gb", "1"), nil),
-		gang, both, model, workload, twoGangs,
+		podOf("mig-beside-whole", one("nvidia.com/mig-1g.10gb", "1", "nvidia.com/gpu", "1"), nil),
+		podOf("mig-unreadable-profile", one("nvidia.com/mig-big", "1"), nil),
+		gang, both, model, migA30, migTooLarge, workload, twoGangs,
 	}
 }
 
@@ -122,12 +128,15 @@ func TestResourcesReadBack(t *testing.T) {
 // FuzzRead: whatever quantities a pod carries, Read never panics and never
 // returns a request that no node could serve.
 func FuzzRead(f *testing.F) {
-	f.Add("250", "0", "1", "0,3")
-	f.Add("1000", "1", "2", "x")
-	f.Add("250500m", "8", "0", "")
-	f.Add("-5", "1Ki", "3", "1,1")
-	f.Fuzz(func(t *testing.T, milli, gpus, initGPUs, devices string) {
+	f.Add("250", "0", "1", "0,3", "1g.10gb")
+	f.Add("1000", "1", "2", "x", "7g.80gb")
+	f.Add("250500m", "8", "0", "", "1c.2g.20gb+me")
+	f.Add("-5", "1Ki", "3", "1,1", "0g.5gb")
+	f.Fuzz(func(t *testing.T, milli, gpus, initGPUs, devices, migProfile string) {
 		list := corev1.ResourceList{}
+		if q, err := resource.ParseQuantity(gpus); err == nil {
+			list[corev1.ResourceName(ResourceMIGPrefix+migProfile)] = q
+		}
 		for name, s := range map[corev1.ResourceName]string{ResourceGPUMilli: milli, ResourceGPU: gpus} {
 			if q, err := resource.ParseQuantity(s); err == nil {
 				list[name] = q
@@ -146,6 +155,9 @@ func FuzzRead(f *testing.F) {
 		}
 		if err == nil && r.GPUMilli != 0 && !r.Shared() {
 			t.Errorf("share %d read without error but is not a share", r.GPUMilli)
+		}
+		if r.MIGMilli() < 0 || (len(r.MIG) > 0) != (r.MIGMilli() > 0 && r.MIG[migProfile] > 0) {
+			t.Errorf("MIG %v read, counting %d milli-GPU", r.MIG, r.MIGMilli())
 		}
 		if d, ok := Devices(pod); ok {
 			for _, i := range d {

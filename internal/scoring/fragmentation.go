@@ -139,7 +139,7 @@ func summarise(n *Node) nodeSummary {
 
 // fits is Node.Fit(m) == Fits, answered from the summary.
 func (s nodeSummary) fits(n *Node, m Request) bool {
-	if m.GPUs > 0 && len(m.GPUModels) > 0 && !slices.Contains(m.GPUModels, n.GPUModel) {
+	if m.asksGPU() && len(m.GPUModels) > 0 && !slices.Contains(m.GPUModels, n.GPUModel) {
 		return false
 	}
 	if m.CPUMilli > n.CPUMilliFree || m.MemoryMiB > n.MemoryMiBFree {
@@ -149,9 +149,11 @@ func (s nodeSummary) fits(n *Node, m Request) bool {
 	case m.Shared():
 		return s.maxFree >= m.GPUMilli
 	case m.GPUs > 0:
-		return s.idle >= m.GPUs
+		if s.idle < m.GPUs {
+			return false
+		}
 	}
-	return true
+	return n.migFits(m)
 }
 
 // classFragment is the free milli-GPU of n that pod shape m cannot use. A

@@ -2,6 +2,7 @@ package scoring
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -18,6 +19,27 @@ type Request struct {
 	GPUMilli int
 	// GPUModels restricts which device models qualify; empty allows any.
 	GPUModels []string
+	// MIG counts the MIG instances asked for by profile ("1g.10gb" -> 2);
+	// MIGAnyProfile counts those asked for through a ResourceClaim that names
+	// none. Nil, empty and a count of zero all ask for none. Instances are
+	// not devices: GPUs and GPUMilli say nothing of them, a node holds them
+	// apart (Node.MIGFree), and they count toward queues by their share of
+	// a GPU's compute (MIGMilli).
+	MIG map[string]int
+}
+
+// asksGPU reports whether r asks for any GPU: devices, a share or MIG
+// instances, each of which GPUModels restricts.
+func (r Request) asksGPU() bool {
+	if r.GPUs > 0 {
+		return true
+	}
+	for _, c := range r.MIG {
+		if c > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Shared reports whether r asks for a share of one device.
@@ -45,7 +67,7 @@ func (r Request) Validate() error {
 	case r.GPUMilli > 0 && r.GPUMilli < MilliPerGPU && r.GPUs != 1:
 		return fmt.Errorf("gpu_milli %d shares one device, but gpus is %d (want 1)", r.GPUMilli, r.GPUs)
 	}
-	return nil
+	return r.validateMIG()
 }
 
 // Node is the scheduling view of one machine: capacity, what is free, and
@@ -62,6 +84,11 @@ type Node struct {
 	MemoryMiBCap, MemoryMiBFree int64
 	// GPUFree is the free milli-GPU of each device (MilliPerGPU = idle).
 	GPUFree []int
+	// MIGCap and MIGFree are the MIG instances of each profile the node
+	// has and has free ("1g.10gb" -> 3), as the NVIDIA device plugin's
+	// mixed strategy advertises them; a profile absent, or a nil map, has
+	// none. The GPUs partitioned into them are not in GPUFree.
+	MIGCap, MIGFree map[string]int
 }
 
 // NewNode returns an empty node with gpus idle devices.
@@ -78,7 +105,18 @@ func NewNode(name, model string, gpus int, cpuMilli, memoryMiB int64, domains ..
 func (n *Node) Clone() *Node {
 	c := *n
 	c.GPUFree = slices.Clone(n.GPUFree)
+	c.MIGFree = maps.Clone(n.MIGFree)
+	c.MIGCap = maps.Clone(n.MIGCap)
 	return &c
+}
+
+// Empty is n as it would be with nothing placed on it: every device idle,
+// every MIG instance free; the question of whether a request could ever
+// fit it.
+func (n *Node) Empty() *Node {
+	e := NewNode(n.Name, n.GPUModel, n.GPUCap(), n.CPUMilliCap, n.MemoryMiBCap, n.Domains...)
+	e.MIGCap, e.MIGFree = maps.Clone(n.MIGCap), maps.Clone(n.MIGCap)
+	return e
 }
 
 // GPUCap is the node's device count.
@@ -124,12 +162,13 @@ const (
 	ReasonGPU          Reason = "Insufficient nvidia.com/gpu"
 	ReasonGPUShare     Reason = "no GPU has the requested share free"
 	ReasonGPUModel     Reason = "GPU model not allowed"
+	ReasonMIG          Reason = "Insufficient MIG instances"
 	ReasonInvalidShape Reason = "request shape invalid"
 )
 
 // Fit reports whether r fits n now, and if not the first reason why.
 func (n *Node) Fit(r Request) Reason {
-	if r.GPUs > 0 && len(r.GPUModels) > 0 && !slices.Contains(r.GPUModels, n.GPUModel) {
+	if r.asksGPU() && len(r.GPUModels) > 0 && !slices.Contains(r.GPUModels, n.GPUModel) {
 		return ReasonGPUModel
 	}
 	if r.CPUMilli > n.CPUMilliFree {
@@ -148,6 +187,9 @@ func (n *Node) Fit(r Request) Reason {
 			return ReasonGPU
 		}
 	}
+	if !n.migFits(r) {
+		return ReasonMIG
+	}
 	return Fits
 }
 
@@ -160,6 +202,9 @@ type Allocation struct {
 	// whole devices).
 	Devices []int
 	Milli   int
+	// MIG is the MIG instances taken, by profile (Request.MIG's named
+	// profiles).
+	MIG map[string]int
 }
 
 // Allocate takes r from n using the given devices (for a shared request,
@@ -175,7 +220,22 @@ func (n *Node) Allocate(r Request, devices []int) (Allocation, error) {
 	}
 	n.CPUMilliFree -= r.CPUMilli
 	n.MemoryMiBFree -= r.MemoryMiB
-	return Allocation{Node: n.Name, CPUMilli: r.CPUMilli, MemoryMiB: r.MemoryMiB, Devices: slices.Clone(devices), Milli: milli}, nil
+	mig := n.TakeMIG(r)
+	return Allocation{Node: n.Name, CPUMilli: r.CPUMilli, MemoryMiB: r.MemoryMiB, Devices: slices.Clone(devices), Milli: milli, MIG: mig}, nil
+}
+
+// TakeMIG takes the instances of named profiles r asks for
+// (Request.NamedMIG) from n's free ones and returns them, for the
+// Allocation; Fit has checked they are free.
+func (n *Node) TakeMIG(r Request) map[string]int {
+	took := r.NamedMIG()
+	for p, c := range took {
+		if n.MIGFree == nil {
+			n.MIGFree = map[string]int{}
+		}
+		n.MIGFree[p] -= c
+	}
+	return took
 }
 
 // TakeDevices is the GPU part of Allocate: it takes r's share of each of
@@ -205,6 +265,12 @@ func (n *Node) TakeDevices(r Request, devices []int) (milli int, err error) {
 func (n *Node) Release(a Allocation) {
 	for _, d := range a.Devices {
 		n.GPUFree[d] = min(n.GPUFree[d]+a.Milli, MilliPerGPU)
+	}
+	for p, c := range a.MIG {
+		if n.MIGFree == nil {
+			n.MIGFree = map[string]int{}
+		}
+		n.MIGFree[p] = min(n.MIGFree[p]+c, n.MIGCap[p])
 	}
 	n.CPUMilliFree = min(n.CPUMilliFree+a.CPUMilli, n.CPUMilliCap)
 	n.MemoryMiBFree = min(n.MemoryMiBFree+a.MemoryMiB, n.MemoryMiBCap)

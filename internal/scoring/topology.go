@@ -25,7 +25,7 @@ type GangPlan struct {
 
 // Capacity counts how many more pods shaped like r fit on n.
 func Capacity(n *Node, r Request) int {
-	if r.GPUs > 0 && len(r.GPUModels) > 0 && !slices.Contains(r.GPUModels, n.GPUModel) {
+	if r.asksGPU() && len(r.GPUModels) > 0 && !slices.Contains(r.GPUModels, n.GPUModel) {
 		return 0
 	}
 	c := int(^uint(0) >> 1)
@@ -44,6 +44,11 @@ func Capacity(n *Node, r Request) int {
 		c = min(c, slots)
 	case r.GPUs > 0:
 		c = min(c, n.IdleGPUs()/r.GPUs)
+	}
+	for p, k := range r.MIG {
+		if p != MIGAnyProfile && k > 0 {
+			c = min(c, n.MIGFree[p]/k)
+		}
 	}
 	return max(c, 0)
 }

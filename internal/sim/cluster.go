@@ -29,7 +29,9 @@ func NewCluster(inv trace.Inventory) *Cluster {
 	c := &Cluster{Depth: len(levels)}
 	for _, tn := range inv.Nodes {
 		domains := scoring.NodeDomains(levels, func(key string) string { return tn.Labels[key] })
-		c.Nodes = append(c.Nodes, scoring.NewNode(tn.Name, tn.GPUModel, tn.GPUs, tn.CPUMilli, tn.MemoryMiB, domains...))
+		n := scoring.NewNode(tn.Name, tn.GPUModel, tn.GPUs, tn.CPUMilli, tn.MemoryMiB, domains...)
+		n.MIGCap, n.MIGFree = trace.MIGProfiles(tn.MIG), trace.MIGProfiles(tn.MIG)
+		c.Nodes = append(c.Nodes, n)
 	}
 	slices.SortStableFunc(c.Nodes, func(a, b *scoring.Node) int { return strings.Compare(a.Name, b.Name) })
 	return c
@@ -96,8 +98,14 @@ type Job struct {
 // Submitted is when the job entered the queue, on the replay's clock.
 func (j *Job) Submitted() time.Duration { return j.Arrival - j.Queued }
 
-// DemandMilli is the milli-GPU the whole job holds while it runs.
-func (j Job) DemandMilli() int64 { return int64(j.Members) * j.Request.TotalGPUMilli() }
+// DemandMilli is the milli-GPU the whole job counts for while it runs, in
+// its queue and in the accounting: its devices and shares, and its MIG
+// instances by their share of a GPU (scoring.Request.CountedMilli).
+func (j Job) DemandMilli() int64 { return int64(j.Members) * j.Request.CountedMilli() }
+
+// deviceMilli is the milli-GPU of whole devices and shares the job holds,
+// without its MIG instances, which no node's devices (GPUFree) hold.
+func (j Job) deviceMilli() int64 { return int64(j.Members) * j.Request.TotalGPUMilli() }
 
 // JobsFromTrace converts trace jobs, keeping their order.
 func JobsFromTrace(tj []trace.Job) []Job {
@@ -111,7 +119,7 @@ func JobsFromTrace(tj []trace.Job) []Job {
 
 // RequestOf is what one member of a trace job asks of a node.
 func RequestOf(j trace.Job) scoring.Request {
-	r := scoring.Request{CPUMilli: j.CPUMilli, MemoryMiB: j.MemoryMiB, GPUs: j.GPUs, GPUModels: j.GPUModels}
+	r := scoring.Request{CPUMilli: j.CPUMilli, MemoryMiB: j.MemoryMiB, GPUs: j.GPUs, GPUModels: j.GPUModels, MIG: trace.MIGProfiles(j.MIG)}
 	if j.GPUs == 1 && j.GPUMilli > 0 && j.GPUMilli < scoring.MilliPerGPU {
 		r.GPUMilli = j.GPUMilli
 	}

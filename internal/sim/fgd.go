@@ -28,7 +28,7 @@ func InflateFGD(pods []Job, capacityMilli int64, ratio float64, seed int64) []Jo
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	var total int64
 	for _, p := range out {
-		total += p.DemandMilli()
+		total += p.deviceMilli()
 	}
 	target := int64(ratio * float64(capacityMilli))
 	n := len(out)
@@ -46,7 +46,7 @@ func InflateFGD(pods []Job, capacityMilli int64, ratio float64, seed int64) []Jo
 		}
 		p.Name += "-tuned-" + itoa(i)
 		out = append(out, p)
-		total += p.DemandMilli()
+		total += p.deviceMilli()
 	}
 	return out
 }
@@ -84,7 +84,7 @@ func Fill(c *Cluster, pods []Job, policy scoring.Policy, workload scoring.Worklo
 	out := make([]FillPoint, len(pods))
 	var arrived, allocated int64
 	for i, pod := range pods {
-		arrived += pod.DemandMilli()
+		arrived += pod.deviceMilli()
 		ok := false
 		if pod.Members == 1 {
 			_, _, ok = p.placeOne(pod.Request, p.shape(shapeKey(pod.Request)), uint64(i))
@@ -92,7 +92,7 @@ func Fill(c *Cluster, pods []Job, policy scoring.Policy, workload scoring.Worklo
 			_, _, ok = p.placeGang(pod.Request, pod.Members, uint64(i))
 		}
 		if ok {
-			allocated += pod.DemandMilli()
+			allocated += pod.deviceMilli()
 		}
 		out[i] = FillPoint{Arrived: float64(arrived) / capacity * 100, Allocated: float64(allocated) / capacity * 100,
 			Fragmentation: p.fragSum / capacity * 100, Placed: ok}

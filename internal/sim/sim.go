@@ -355,7 +355,7 @@ func (r *replay) pin(jobs []*jobState) error {
 }
 
 func shapeKey(r scoring.Request) string {
-	return fmt.Sprintf("%d/%d/%d/%d/%v", r.CPUMilli, r.MemoryMiB, r.GPUs, r.GPUMilli, r.GPUModels)
+	return fmt.Sprintf("%d/%d/%d/%d/%v/%v", r.CPUMilli, r.MemoryMiB, r.GPUs, r.GPUMilli, r.GPUModels, r.MIG)
 }
 
 // feasible reports whether the job could ever start: its members fit the
@@ -364,8 +364,7 @@ func (r *replay) feasible(j *Job, key string) bool {
 	c, ok := r.emptyCap[key]
 	if !ok {
 		for _, n := range r.p.nodes {
-			empty := scoring.NewNode(n.Name, n.GPUModel, n.GPUCap(), n.CPUMilliCap, n.MemoryMiBCap)
-			c += scoring.Capacity(empty, j.Request)
+			c += scoring.Capacity(n.Empty(), j.Request)
 		}
 		r.emptyCap[key] = c
 	}

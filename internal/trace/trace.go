@@ -9,7 +9,9 @@ package trace
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/schedloop/schedloop"
@@ -42,6 +44,10 @@ type Job struct {
 	Queue     string
 	Util      float64 // GPU utilization while running, 0..1; 0 is a job that holds GPUs and stays idle
 	Outcome   Outcome
+	// MIG counts the MIG instances each member asks for, by resource name
+	// (nvidia.com/mig-1g.10gb -> 1), as Node.MIG names them; nil asks for
+	// none. They add to GPUs rather than replace them.
+	MIG map[string]int `json:",omitempty"`
 	// NonPreemptible marks a job preemption never evicts (inference
 	// serving). The trace formats carry no such column; generated
 	// workloads set it, and the player labels its pods with it.
@@ -85,7 +91,34 @@ func (j Job) Validate() error {
 	case j.Outcome != Succeeded && j.Outcome != Failed:
 		return fmt.Errorf("job %s: field outcome: %q is not %s or %s", j.Name, j.Outcome, Succeeded, Failed)
 	}
+	for _, r := range slices.Sorted(maps.Keys(j.MIG)) {
+		profile, ok := strings.CutPrefix(r, schedloop.MIGResourcePrefix)
+		switch _, err := schedloop.MIGProfileSlices(profile); {
+		case !ok:
+			return fmt.Errorf("job %s: field mig[%s]: not a %s<profile> resource", j.Name, r, schedloop.MIGResourcePrefix)
+		case err != nil:
+			return fmt.Errorf("job %s: field mig[%s]: %w", j.Name, r, err)
+		case j.MIG[r] < 0:
+			return fmt.Errorf("job %s: field mig[%s]: %d is negative", j.Name, r, j.MIG[r])
+		}
+	}
 	return nil
+}
+
+// MIGProfiles is counts keyed by MIG profile instead of resource name
+// (nvidia.com/mig-1g.10gb -> 1g.10gb), for a node's or a job's MIG field;
+// a name without the prefix is dropped, as no MIG instance answers to it.
+func MIGProfiles(counts map[string]int) map[string]int {
+	var out map[string]int
+	for r, c := range counts {
+		if p, ok := strings.CutPrefix(r, schedloop.MIGResourcePrefix); ok {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[p] = c
+		}
+	}
+	return out
 }
 
 // TotalGPUs is the number of whole GPUs the job holds while it runs.

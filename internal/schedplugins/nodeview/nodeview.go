@@ -4,6 +4,7 @@
 package nodeview
 
 import (
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -50,7 +51,7 @@ func NodeHeld(ni fwk.NodeInfo, levels []string, d *DRA) (*scoring.Node, []Held) 
 	var held []Held
 	n := build(ni, levels, d, func(pod *v1.Pod, r scoring.Request, devices []int, milli int) {
 		held = append(held, Held{Pod: pod, Alloc: scoring.Allocation{Node: ni.Node().Name, CPUMilli: r.CPUMilli,
-			MemoryMiB: r.MemoryMiB, Devices: devices, Milli: milli}})
+			MemoryMiB: r.MemoryMiB, Devices: devices, Milli: milli, MIG: r.NamedMIG()}})
 	}, "")
 	return n, held
 }
@@ -59,6 +60,7 @@ func build(ni fwk.NodeInfo, levels []string, d *DRA, record func(pod *v1.Pod, r 
 	node := ni.Node()
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
 	cpuUsed, memUsed := used.GetMilliCPU(), used.GetMemory()
+	var skippedScalar map[v1.ResourceName]int64
 	var skipped *v1.Pod
 	if skip != "" {
 		for _, pi := range ni.GetPods() {
@@ -67,6 +69,7 @@ func build(ni fwk.NodeInfo, levels []string, d *DRA, record func(pod *v1.Pod, r 
 				r := pi.CalculateResource().Resource
 				cpuUsed -= r.GetMilliCPU()
 				memUsed -= r.GetMemory()
+				skippedScalar = r.GetScalarResources()
 			}
 		}
 	}
@@ -80,6 +83,15 @@ func build(ni fwk.NodeInfo, levels []string, d *DRA, record func(pod *v1.Pod, r 
 	}
 	if len(levels) > 0 {
 		n.Domains = DomainsWith(node, levels, d)
+	}
+	for name, c := range alloc.GetScalarResources() {
+		if p, ok := strings.CutPrefix(string(name), podspec.ResourceMIGPrefix); ok && c > 0 {
+			if n.MIGCap == nil {
+				n.MIGCap, n.MIGFree = map[string]int{}, map[string]int{}
+			}
+			n.MIGCap[p] = int(c)
+			n.MIGFree[p] = int(c - used.GetScalarResources()[name] + skippedScalar[name])
+		}
 	}
 	gpus := int(alloc.GetScalarResources()[podspec.ResourceGPU]) + d.NodeGPUs(node.Name)
 	if gpus > 0 {

@@ -174,3 +174,34 @@ func TestNodeWithoutLeavesOutThePod(t *testing.T) {
 		t.Errorf("free CPU without the pod = %d, want 64000", got)
 	}
 }
+
+// A node's MIG instances are read as the simulator reads an inventory's:
+// each profile's allocatable count is its capacity, less what the pods on
+// it request; a held pod's allocation gives its instances back on release.
+func TestMIGMatchesTheSimulator(t *testing.T) {
+	const oneG, threeG = podspec.ResourceMIGPrefix + "1g.10gb", podspec.ResourceMIGPrefix + "3g.40gb"
+	ni := framework.NewNodeInfo()
+	ni.SetNode(st.MakeNode().Name("a").Capacity(map[v1.ResourceName]string{
+		v1.ResourceCPU: "64", v1.ResourceMemory: "256Gi", oneG: "4", threeG: "1"}).Obj())
+	ni.AddPod(st.MakePod().Name("p").UID("p").Res(map[v1.ResourceName]string{oneG: "3"}).Obj())
+	live, held := nodeview.NodeHeld(ni, nil, nil)
+
+	simulated := sim.NewCluster(trace.Inventory{Nodes: []trace.Node{{Name: "a", CPUMilli: 64000, MemoryMiB: 256 << 10,
+		MIG: map[string]int{oneG: 4, threeG: 1}}}}).Nodes[0]
+	if _, err := simulated.Allocate(sim.RequestOf(trace.Job{MIG: map[string]int{oneG: 3}}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(live.MIGCap, live.MIGFree) != fmt.Sprint(simulated.MIGCap, simulated.MIGFree) {
+		t.Errorf("live MIG %v free %v, simulated %v free %v", live.MIGCap, live.MIGFree, simulated.MIGCap, simulated.MIGFree)
+	}
+	if len(held) != 1 {
+		t.Fatalf("held = %+v, want the one pod", held)
+	}
+	live.Release(held[0].Alloc)
+	if live.MIGFree["1g.10gb"] != 4 {
+		t.Errorf("after releasing the pod: free %v, want all four 1g", live.MIGFree)
+	}
+	if without := nodeview.NodeWithout(ni, nil, nil, "p"); without.MIGFree["1g.10gb"] != 4 {
+		t.Errorf("the node without the pod: free %v, want all four 1g", without.MIGFree)
+	}
+}

@@ -198,7 +198,7 @@ func (p *Plugin) snapshot() (*view, error) {
 			j.v.Priority = max(j.v.Priority, prio)
 			j.v.Started = min(j.v.Started, started)
 			j.v.NonPreemptible = j.v.NonPreemptible || podspec.NonPreemptible(p.effective(pod))
-			j.v.GPUMilli += podspec.RequestWith(pod, v.dra).TotalGPUMilli()
+			j.v.GPUMilli += podspec.RequestWith(pod, v.dra).CountedMilli()
 			j.pods = append(j.pods, pi)
 			v.byPod[pod.UID] = key
 		}
@@ -279,7 +279,7 @@ func (p *Plugin) cause(c preemption.Candidate, preemptor preemption.ExecutorPree
 	j := scoring.VictimJob{Name: key, Started: Started(victim, now)}
 	for _, pod := range c.Victims().Pods {
 		if jobKey(pod) == key {
-			j.GPUMilli += podspec.RequestWith(pod, p.dra).TotalGPUMilli()
+			j.GPUMilli += podspec.RequestWith(pod, p.dra).CountedMilli()
 			j.Started = min(j.Started, Started(pod, now))
 		}
 	}

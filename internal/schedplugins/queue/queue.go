@@ -151,7 +151,7 @@ func (q *Queue) entry(pod *v1.Pod) (entry, bool) {
 	if name == "" {
 		return entry{}, false
 	}
-	milli := podspec.RequestWith(pod, q.dra).TotalGPUMilli()
+	milli := podspec.RequestWith(pod, q.dra).CountedMilli()
 	e := entry{queue: name, milli: milli}
 	if key, _, ok := podspec.GangKey(pod); ok {
 		e.gang = key

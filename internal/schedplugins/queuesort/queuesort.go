@@ -301,7 +301,7 @@ func (o *Order) predict(act *profilewatch.Active, pod *v1.Pod, f podspec.Facts) 
 	if f.Gang != "" {
 		job, members = f.Gang, o.members(pod.Namespace, f.GangKey, f.Gang)
 	}
-	demand := int64(members) * f.Request.TotalGPUMilli()
+	demand := int64(members) * f.Request.CountedMilli()
 	return act.Predict(predict.JobFeatures(pod.Namespace+"/"+job, f.Queue, demand, f.Priority)), demand
 }
 
@@ -412,7 +412,7 @@ func (o *Order) charge(pod *v1.Pod, deleted bool) {
 		return
 	}
 	q := podspec.Queue(o.effectivePod(pod))
-	c = charge{queue: q, gpus: float64(podspec.RequestWith(pod, o.claims).TotalGPUMilli()) / scoring.MilliPerGPU}
+	c = charge{queue: q, gpus: float64(podspec.RequestWith(pod, o.claims).CountedMilli()) / scoring.MilliPerGPU}
 	o.counted[pod.UID] = c
 	o.account(q).Advance(now, scoring.DefaultAttainedHalfLife, c.gpus)
 }
