@@ -259,9 +259,15 @@ func (w *Watcher) claimRow(claim *resourcev1.ResourceClaim, deleted bool, now ti
 	return row
 }
 
-// draGPUs is the whole GPUs inv publishes on the nodes in known, as
-// stored GPUs: a GPU's row needs its node's. Its index is the minor number
-// NVIDIA's driver names the device by (gpu-<minor>).
+// draGPUs is the GPUs inv publishes on the nodes in known, as stored GPUs:
+// a GPU's row needs its node's. Its index is the minor number NVIDIA's
+// driver names the device by (gpu-<minor>, and gpu-<minor>-mig-... for its
+// instances). A GPU partitioned into MIG instances is published only as
+// its instances: it is stored once, under the parentUUID they name, with
+// the model and clique they carry, so its instances' telemetry, stored per
+// GPU instance under that UUID, has its GPU in the inventory. The
+// instances themselves are not rows here: the driver publishes no GPU
+// instance id, which the inventory and the telemetry key instances by.
 func draGPUs(inv *dra.Inventory, known map[string]bool) []schedloop.GPU {
 	var out []schedloop.GPU
 	nodes := make([]string, 0, len(known))
@@ -270,18 +276,36 @@ func draGPUs(inv *dra.Inventory, known map[string]bool) []schedloop.GPU {
 	}
 	slices.Sort(nodes)
 	for _, n := range nodes {
+		seen := map[string]bool{}
+		var parents []schedloop.GPU
 		for _, d := range inv.Node(n) {
-			if !d.GPU() || d.UUID == "" {
-				continue
+			switch {
+			case d.GPU() && d.UUID != "":
+				seen[d.UUID] = true
+				out = append(out, schedloop.GPU{UUID: d.UUID, Node: n, Index: minorOf(d.Name), Model: d.Product, NVLinkDomain: d.Clique})
+			case d.MIG() && d.ParentUUID != "" && !seen[d.ParentUUID]:
+				seen[d.ParentUUID] = true
+				parents = append(parents, schedloop.GPU{UUID: d.ParentUUID, Node: n, Index: minorOf(d.Name), Model: d.Product, NVLinkDomain: d.Clique})
 			}
-			idx, err := strconv.Atoi(strings.TrimPrefix(d.Name, "gpu-"))
-			if err != nil || idx < 0 {
-				idx = 0
+		}
+		for _, p := range parents {
+			if !slices.ContainsFunc(out, func(g schedloop.GPU) bool { return g.UUID == p.UUID }) {
+				out = append(out, p)
 			}
-			out = append(out, schedloop.GPU{UUID: d.UUID, Node: n, Index: idx, Model: d.Product, NVLinkDomain: d.Clique})
 		}
 	}
 	return out
+}
+
+// minorOf is the GPU minor number a device name of NVIDIA's driver starts
+// with (gpu-<minor>...), 0 when it starts with none.
+func minorOf(name string) int {
+	digits, _, _ := strings.Cut(strings.TrimPrefix(name, "gpu-"), "-")
+	idx, err := strconv.Atoi(digits)
+	if err != nil || idx < 0 || !strings.HasPrefix(name, "gpu-") {
+		return 0
+	}
+	return idx
 }
 
 // draServed reports whether the server serves resource.k8s.io/v1's
