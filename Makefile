@@ -29,7 +29,7 @@ test: postgres chromium ## run every test (starts a local Postgres if none answe
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 difftest: ## the simulator against the live scheduler on the full differential workload (unlabelled nodes, GPU shares, preemption); fails below 98% identical placements
-	$(GO) test -count=1 -run '^TestDifferential$$' -timeout 60m -v ./internal/sim/fidelity/ -args -difftest.full
+	$(GO) test -count=1 -run '^TestDifferential$$' -timeout 60m -v ./internal/sim/fidelity/ -args -difftest.full -difftest.gang-apis podgroup
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -235,10 +235,25 @@ func (o *Order) Less(a, b fwk.QueuedEntityInfo) bool {
 func (o *Order) key(act *profilewatch.Active, now time.Time, e fwk.QueuedEntityInfo) scoring.QueueKey {
 	pod := o.podOf(e)
 	if pod == nil {
-		return scoring.QueueKey{Priority: e.GetPriority(), Created: e.GetTimestamp().UnixNano()}
+		return scoring.QueueKey{Priority: e.GetPriority(), Created: firstQueued(e).UnixNano()}
 	}
-	k, _ := o.podKey(act, now, pod, e.GetPriority(), e.GetTimestamp())
+	k, _ := o.podKey(act, now, pod, e.GetPriority(), firstQueued(e))
 	return k
+}
+
+// firstQueued is when e first entered the queue, the instant its first
+// sighting stands for. The queue's timestamp moves each time e comes back
+// after a failed attempt, and an entity is first keyed only when the queue
+// compares it with another: a Workload API gang, one entity however many
+// members, that arrived to an empty queue and was retried on a timer (its
+// backoff after a release) would be keyed by its latest retry, behind a
+// job that arrived after it.
+func firstQueued(e fwk.QueuedEntityInfo) time.Time {
+	ts := e.GetTimestamp()
+	if first := e.GetInitialAttemptTimestamp(); first != nil && first.Before(ts) {
+		return *first
+	}
+	return ts
 }
 
 // podKey is pod's key at now, its entity first sighted at ts if it has not

@@ -272,6 +272,34 @@ func TestLessKeysPodGroupEntitiesAsTheirMembers(t *testing.T) {
 	}
 }
 
+// A Workload API gang that arrived to an empty queue is keyed only when
+// the queue first compares it with another entity, after its attempts may
+// have moved its queue timestamp: it is keyed by when it first entered the
+// queue, ahead of a gang that arrived after it.
+func TestLessKeysAnEntityByItsFirstQueueing(t *testing.T) {
+	group := func(name string, first, latest int) fwk.QueuedEntityInfo {
+		member := pod(name+"-0", "", 0)
+		member.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &name}
+		initial := t0.Add(time.Duration(first) * time.Second)
+		return &framework.QueuedPodGroupInfo{
+			PodGroupInfo: &framework.PodGroupInfo{Namespace: "default", Name: name, PodGroup: &schedulingv1beta1.PodGroup{}, UnscheduledPods: []*v1.Pod{member}},
+			QueueingParams: framework.QueueingParams{Timestamp: t0.Add(time.Duration(latest) * time.Second),
+				InitialAttemptTimestamp: &initial},
+		}
+	}
+	order, err := queuesort.NewOrder(nil, queuesort.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := queuesort.New(nil, order)
+	// "early" entered the queue at 0 s and was last requeued at 30 s;
+	// "late" entered it at 10 s and was last requeued at 20 s.
+	early, late := group("early", 0, 30), group("late", 10, 20)
+	if !p.Less(early, late) || p.Less(late, early) {
+		t.Error("the gang that entered the queue first is not ordered first")
+	}
+}
+
 // BenchmarkLess sorts a queue of 1,000 waiting pods (a quarter in gangs of
 // four, four queues) under fair share, the order whose keys read the most,
 // as the scheduler's heap compares them: every comparison keys both pods.

@@ -19,7 +19,7 @@ var (
 	diffJobs  = flag.Int("difftest.jobs", 0, "jobs in each differential workload (0: 300 in the full mix, 100 in the shared-rules mix)")
 	diffSeeds = flag.Int("difftest.seeds", 5, "workloads (seeds 1..N) BenchmarkSimLiveAgreement plays")
 	diffFull  = flag.Bool("difftest.full", false, "TestDifferential plays the full mix (unlabelled nodes, GPU shares, preemption), as make difftest does")
-	diffAPIs  = flag.String("difftest.gang-apis", "podgroup", "comma-separated gang APIs (podgroup, workload) TestDifferential declares the live side's gangs through, one run each")
+	diffAPIs  = flag.String("difftest.gang-apis", "podgroup,workload", "comma-separated gang APIs (podgroup, workload) TestDifferential declares the live side's gangs through, one run each")
 )
 
 // policySeeds are the workloads the policy variants (reservations, DRA)
@@ -55,16 +55,10 @@ const minAgreement = 0.98
 // prints every disagreement with its cause and requires 98% of the pods to
 // agree. By default it plays the shared-rules mix; -difftest.full (make
 // difftest) plays the full one. It plays the workload once per gang API
-// of -difftest.gang-apis: gangs declared as scheduler-plugins PodGroups
-// (the default), or as Workload API PodGroups, which the scheduler places
-// in pod-group cycles. Under the shared-rules mix a Workload API run plays
-// 60 jobs of the same seed (the policy tests' size); -difftest.jobs sets
-// both. The Workload API run is not in the default set because it does not
-// yet agree: at seed 1 only 0.27 of its pods are placed as replayed, the
-// first divergence a lone pod placed after Workload API gangs, while the
-// same cluster (feature GenericWorkload on) with PodGroup gangs agrees
-// fully, so the gangs' pod-group cycles leave the live side's state apart
-// from the replay's.
+// of -difftest.gang-apis, both by default: gangs declared as
+// scheduler-plugins PodGroups, whose members the scheduler places one
+// cycle each, and as Workload API PodGroups, which it places in pod-group
+// cycles, each member tried on the snapshot and the trials taken back.
 func TestDifferential(t *testing.T) {
 	m, jobs := sharedRulesMix, 100
 	if *diffFull {
@@ -79,11 +73,7 @@ func TestDifferential(t *testing.T) {
 			t.Fatalf("-difftest.gang-apis: %v", err)
 		}
 		t.Run(string(api), func(t *testing.T) {
-			n := jobs
-			if api == podgroup.APIWorkload && !*diffFull && *diffJobs == 0 {
-				n = min(jobs, 60)
-			}
-			sc := generate(*diffSeed, n, m)
+			sc := generate(*diffSeed, jobs, m)
 			sc.gangAPI = api
 			requireAgreement(t, sc)
 		})
