@@ -137,12 +137,12 @@ func snapshotAt(c *sim.Cluster, jobs []sim.Job, truth sim.Result, cfg sim.Config
 		j := jobs[i]
 		switch {
 		case o.State == sim.Done && o.End <= at:
-			done = append(done, ended{o.End, Observation{Predicted: o.Predicted, Ran: o.End - o.Start, Finished: true}})
+			done = append(done, ended{o.End, Observation{Predicted: o.Predicted, Ran: o.End - o.Start, Finished: true, Began: o.Start - at}})
 		case o.State == sim.Done && o.Start < at:
 			sj := j
 			sj.RunningOn, sj.Predicted, sj.Queued = o.Nodes, o.Predicted, 0
 			snap.Jobs = append(snap.Jobs, Job{Job: sj, Elapsed: at - o.Start})
-			obs = append(obs, Observation{Predicted: o.Predicted, Ran: at - o.Start})
+			obs = append(obs, Observation{Predicted: o.Predicted, Ran: at - o.Start, Began: o.Start - at})
 		case o.State != sim.Unschedulable && (j.Arrival < at || j.Arrival == at && i <= k):
 			sj := j
 			sj.RunningOn, sj.Predicted, sj.Queued = nil, o.Predicted, at-j.Arrival

@@ -16,22 +16,25 @@ import (
 // have outlived their prediction, of run times themselves. The zero value
 // has no points.
 type ErrorModel struct {
+	// ratio is what a job's ratio is drawn from: the long-run distribution
+	// mixed with that of the jobs that started last (recentMixture).
 	ratio   survival
 	runTime survival // seconds; empty for DefaultErrors
 	// shift is the standard error of the mean log ratio: how far the
 	// whole measured distribution may be off, for every job at once.
 	shift float64
-	// recent is how far the last finished jobs' mean log ratio is from
-	// all jobs': errors persist (a team's batch, a slow dataset), so the
-	// next jobs are drawn around the recent error, not the long-run one.
-	recent float64
 }
 
 // Observation is one job the error is measured on: its predicted run time
 // and how long it ran, to its end when Finished, so far when still running.
+// Began is when it started, on any clock shared by the observations (the
+// snapshot's, negative, say): the jobs that started last are the ones the
+// next are most alike (recentMixture). Observations that all begin at zero
+// are taken as started in the order given.
 type Observation struct {
 	Predicted, Ran time.Duration
 	Finished       bool
+	Began          time.Duration
 }
 
 // MinErrorSamples is how many finished jobs a measured model needs; with
@@ -50,6 +53,7 @@ const MinErrorSamples = 20
 func NewErrorModel(obs []Observation) ErrorModel {
 	ratios := make([]observed, 0, len(obs))
 	runTimes := make([]observed, 0, len(obs))
+	valid := make([]Observation, 0, len(obs))
 	finished := 0
 	var sum, sumSq float64
 	var logs []float64
@@ -57,6 +61,7 @@ func NewErrorModel(obs []Observation) ErrorModel {
 		if o.Predicted <= 0 || o.Ran <= 0 {
 			continue
 		}
+		valid = append(valid, o)
 		r := float64(o.Ran) / float64(o.Predicted)
 		ratios = append(ratios, observed{r, o.Finished})
 		runTimes = append(runTimes, observed{o.Ran.Seconds(), o.Finished})
@@ -72,43 +77,154 @@ func NewErrorModel(obs []Observation) ErrorModel {
 	}
 	mean := sum / float64(finished)
 	variance := math.Max(sumSq/float64(finished)-mean*mean, 0)
-	spread := blockSpread(logs)
-	// How much of the spread between blocks is persistence rather than the
-	// noise of averaging errorBlock independent errors: the recent offset
-	// is shrunk by it (empirical Bayes), so a cluster whose errors do not
-	// persist draws around its long-run error.
-	persistence := 0.0
-	if spread > 0 {
-		persistence = math.Max(0, 1-variance/errorBlock/(spread*spread))
-	}
-	return ErrorModel{ratio: kaplanMeier(ratios), runTime: kaplanMeier(runTimes),
-		shift:  math.Max(math.Sqrt(variance/float64(finished)), spread),
-		recent: persistence * recentOffset(logs, mean)}
+	longRun := kaplanMeier(ratios)
+	return ErrorModel{ratio: recentMixture(longRun, valid), runTime: kaplanMeier(runTimes),
+		shift: math.Max(math.Sqrt(variance/float64(finished)), blockSpread(logs))}
 }
 
-// errorBlock is how many consecutive finished jobs one block of
-// blockSpread holds: about a team's batch of similar jobs.
+// errorBlock is how many consecutive jobs one block of blockSpread holds,
+// and how many of the last to start recentMixture draws from: about a
+// team's batch of similar jobs.
 const errorBlock = 32
 
-// recentOffset is the mean log ratio of the last errorBlock finished jobs
-// less mean; zero with fewer than two blocks of history.
-func recentOffset(logs []float64, mean float64) float64 {
-	if len(logs) < 2*errorBlock {
-		return 0
+// recentMixture is the distribution a job's ratio is drawn from: errors
+// persist (a team's sweep submitted at once, a slow dataset, a predictor
+// that lags a change), so the next jobs are like the errorBlock jobs that
+// started last more than like the long run. It mixes the two, the recent
+// jobs weighted by how much of the spread between blocks of errorBlock
+// jobs consecutive by start is persistence rather than the noise of
+// averaging independent errors (an empirical-Bayes weight: a cluster whose
+// errors do not persist draws from its long run alone).
+//
+// The jobs are taken in the order they started, not finished: the last to
+// finish are the short ones (the long ones of the same batch still run), and
+// a batch of long jobs is seen only once it is over, when the jobs queued
+// behind it have already been estimated too short. A recent job still
+// running counts as what the long run says of jobs that ran at least its
+// ratio so far (its conditional distribution; its mean log for the weight):
+// one that just started says nothing yet, one far past its prediction says
+// its batch runs long. The rule has no constants of its own besides
+// errorBlock; nothing in it is fitted to a trace.
+func recentMixture(longRun survival, obs []Observation) survival {
+	if len(obs) < 4*errorBlock {
+		return longRun
 	}
-	m := 0.0
-	for _, l := range logs[len(logs)-errorBlock:] {
-		m += l
+	obs = slices.Clone(obs)
+	slices.SortStableFunc(obs, func(a, b Observation) int { return cmp.Compare(a.Began, b.Began) })
+	logs := make([]float64, len(obs))
+	var sum, sumSq float64
+	for i, o := range obs {
+		r := float64(o.Ran) / float64(o.Predicted)
+		if o.Finished {
+			logs[i] = math.Log(r)
+		} else {
+			logs[i] = longRun.meanLogAbove(r)
+		}
+		sum, sumSq = sum+logs[i], sumSq+logs[i]*logs[i]
 	}
-	return m/errorBlock - mean
+	n := float64(len(logs))
+	mean := sum / n
+	variance := math.Max(sumSq/n-mean*mean, 0)
+	spread := blockSpread(logs)
+	if spread == 0 {
+		return longRun
+	}
+	w := math.Max(0, 1-variance/errorBlock/(spread*spread))
+	if w == 0 {
+		return longRun
+	}
+	// The mixture as weighted points: the long run at its quantiles, the
+	// recent jobs by their own distribution (recentCohort).
+	var pts []weighted
+	for k := 0; k < mixturePoints; k++ {
+		pts = append(pts, weighted{longRun.quantile((float64(k) + 0.5) / mixturePoints), (1 - w) / mixturePoints})
+	}
+	pts = append(pts, recentCohort(longRun, obs, w)...)
+	return fromPoints(pts)
+}
+
+// recentCohort is the distribution of the jobs that started since the
+// errorBlock-th last of those that finished, as weighted points summing to
+// share: the Kaplan-Meier estimate over them (a job still running counts
+// as "beyond its ratio so far", so the many that just started leave it
+// unchanged rather than pulling it to the long run), and the share the
+// estimate leaves beyond its last end spread over the jobs still running
+// past it, each by the long run's distribution given its ratio so far.
+// The cohort is chosen by when its jobs started, not by how they ended:
+// the last jobs to finish alone would be the short ones.
+func recentCohort(longRun survival, obs []Observation, share float64) []weighted {
+	from, ended := len(obs), 0
+	for from > 0 && ended < errorBlock {
+		from--
+		if obs[from].Finished {
+			ended++
+		}
+	}
+	cohort := make([]observed, 0, len(obs)-from)
+	for _, o := range obs[from:] {
+		cohort = append(cohort, observed{float64(o.Ran) / float64(o.Predicted), o.Finished})
+	}
+	km := kaplanMeier(cohort)
+	var pts []weighted
+	prev := 0.0
+	for i, v := range km.values {
+		pts = append(pts, weighted{v, share * (km.shares[i] - prev)})
+		prev = km.shares[i]
+	}
+	last := km.values[len(km.values)-1]
+	var beyond []float64
+	for _, c := range cohort {
+		if !c.finished && c.value > last {
+			beyond = append(beyond, c.value)
+		}
+	}
+	if left := share * (1 - prev); left > 0 && len(beyond) > 0 {
+		each := left / float64(len(beyond)) / conditionalPoints
+		for _, c := range beyond {
+			for k := 0; k < conditionalPoints; k++ {
+				pts = append(pts, weighted{longRun.conditional(c, (float64(k)+0.5)/conditionalPoints), each})
+			}
+		}
+	}
+	return pts
+}
+
+// mixturePoints and conditionalPoints are how finely recentMixture reads
+// the long run and a running job's conditional distribution: finer than
+// the stratified draws of any estimate (DefaultRuns).
+const (
+	mixturePoints     = 200
+	conditionalPoints = 16
+)
+
+type weighted struct{ value, weight float64 }
+
+// fromPoints is the distribution of weighted points (weights summing to
+// one), each point's share at the middle of its weight, as DefaultErrors'
+// are; past the last point it falls off as the 1/value tail.
+func fromPoints(pts []weighted) survival {
+	slices.SortFunc(pts, func(a, b weighted) int { return cmp.Compare(a.value, b.value) })
+	d := survival{values: make([]float64, 0, len(pts)), shares: make([]float64, 0, len(pts))}
+	cum := 0.0
+	for _, p := range pts {
+		share := cum + p.weight/2
+		cum += p.weight
+		if n := len(d.values); n > 0 && d.values[n-1] == p.value {
+			d.shares[n-1] = share
+			continue
+		}
+		d.values, d.shares = append(d.values, p.value), append(d.shares, share)
+	}
+	d.tailFrom = d.values[len(d.values)-1]
+	return d
 }
 
 // blockSpread is the standard deviation of the mean log ratio between
-// blocks of consecutive finished jobs: jobs finishing together share much
-// of their error (one team's batch, one dataset, one bug), so the error a
-// whole wait shares is this, not the standard error of all jobs' mean,
-// which shrinks with history however correlated the errors are. Zero with
-// fewer than four blocks.
+// blocks of consecutive jobs: jobs finishing together share much of their
+// error (one team's batch, one dataset, one bug), so the error a whole
+// wait shares is this, not the standard error of all jobs' mean, which
+// shrinks with history however correlated the errors are. Zero with fewer
+// than four blocks.
 func blockSpread(logs []float64) float64 {
 	blocks := len(logs) / errorBlock
 	if blocks < 4 {
@@ -163,9 +279,9 @@ func (m ErrorModel) CDF(x float64) float64 { return m.ratio.cdf(x) }
 // backtest's intervals far too narrow).
 func (m ErrorModel) sharedFactor(u float64) float64 {
 	if m.shift == 0 {
-		return math.Exp(m.recent)
+		return 1
 	}
-	return math.Exp(m.recent + m.shift*normalQuantile(u))
+	return math.Exp(m.shift * normalQuantile(u))
 }
 
 type observed struct {
@@ -280,6 +396,21 @@ func (d survival) conditional(above, u float64) float64 {
 		return above * (1 + u/(1-u+1e-9))
 	}
 	return math.Max(d.quantile(lo+u*(1-lo)), above)
+}
+
+// meanLogAbove is the mean log of d's values beyond above: what a job
+// known to exceed above is expected to reach, on the log scale; past every
+// value measured, by the 1/value tail from above (whose mean log is one
+// more than above's).
+func (d survival) meanLogAbove(above float64) float64 {
+	if d.cdf(above) >= 1 {
+		return math.Log(above) + 1
+	}
+	m := 0.0
+	for k := 0; k < conditionalPoints; k++ {
+		m += math.Log(d.conditional(above, (float64(k)+0.5)/conditionalPoints))
+	}
+	return m / conditionalPoints
 }
 
 // normalQuantile is the standard normal's inverse CDF (Acklam's rational

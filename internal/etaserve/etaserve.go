@@ -256,7 +256,7 @@ func (s *Service) build(ctx context.Context, c Change) (snapshot, error) {
 				continue
 			}
 			ej.RunningOn, ej.Elapsed = oj.Nodes[:j.Members], max(now.Sub(began), 0)
-			obs = append(obs, eta.Observation{Predicted: j.Predicted, Ran: ej.Elapsed})
+			obs = append(obs, eta.Observation{Predicted: j.Predicted, Ran: ej.Elapsed, Began: began.Sub(now)})
 			b.running++
 		case !began.IsZero():
 			// Members ended or are unknown: what it holds cannot be
@@ -352,7 +352,7 @@ func learn(history []schedloop.Job, now time.Time) (*predict.Predictor, []eta.Ob
 		}
 		f := features(j)
 		predicted, _ := p.Predict(f)
-		obs = append(obs, eta.Observation{Predicted: predicted, Ran: ran, Finished: true})
+		obs = append(obs, eta.Observation{Predicted: predicted, Ran: ran, Finished: true, Began: tuner.Began(j).Sub(now)})
 		p.Observe(f, ran, j.Finished.Sub(origin))
 	}
 	return p, obs, nil
