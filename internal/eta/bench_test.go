@@ -3,6 +3,7 @@ package eta
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -75,4 +76,27 @@ func BenchmarkForecastAllPending(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "eta_all_pending_ms@ms")
+}
+
+// BenchmarkNewErrorModel measures the error as the live estimate does
+// before each Forecast: two weeks of a busy cluster's finished jobs and
+// the 10,000-GPU benchmark cluster's running ones, seeded.
+func BenchmarkNewErrorModel(b *testing.B) {
+	rng := rand.New(rand.NewPCG(50000, 5000))
+	var obs []Observation
+	for i := 0; i < 50000; i++ {
+		predicted := time.Duration(5+rng.IntN(600)) * time.Minute
+		obs = append(obs, Observation{Predicted: predicted, Ran: time.Duration(float64(predicted) * math.Exp(rng.NormFloat64())), Finished: true,
+			Began: -time.Duration(rng.IntN(14*24*3600)) * time.Second})
+	}
+	for i := 0; i < 5000; i++ {
+		ran := time.Duration(1+rng.IntN(600*60)) * time.Second
+		obs = append(obs, Observation{Predicted: time.Duration(5+rng.IntN(600)) * time.Minute, Ran: ran, Began: -ran})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if m := NewErrorModel(obs); m.empty() {
+			b.Fatal("no model")
+		}
+	}
 }

@@ -109,8 +109,18 @@ func recentMixture(longRun survival, obs []Observation) survival {
 	if len(obs) < 4*errorBlock {
 		return longRun
 	}
-	obs = slices.Clone(obs)
-	slices.SortStableFunc(obs, func(a, b Observation) int { return cmp.Compare(a.Began, b.Began) })
+	// Sorted by start, ties in the order given (a stable sort, but
+	// pdqsort's cost: this runs before every live estimate).
+	order := make([]int, len(obs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(obs[a].Began, obs[b].Began), cmp.Compare(a, b)) })
+	sorted := make([]Observation, len(obs))
+	for i, k := range order {
+		sorted[i] = obs[k]
+	}
+	obs = sorted
 	logs := make([]float64, len(obs))
 	var sum, sumSq float64
 	for i, o := range obs {
