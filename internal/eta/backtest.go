@@ -99,6 +99,7 @@ func Backtest(ctx context.Context, c *sim.Cluster, jobs []sim.Job, cfg sim.Confi
 		fo := opt.Forecast
 		fo.Seed = opt.Seed ^ uint64(k)
 		fo.Errors = errs
+		fo.Asked = []int{askedIndex(snap, self)}
 		est, err := Forecast(ctx, snap, fo)
 		if err != nil {
 			return nil, fmt.Errorf("backtest: job %s at %v: %w", jobs[k].Name, at, err)
@@ -158,6 +159,19 @@ func snapshotAt(c *sim.Cluster, jobs []sim.Job, truth sim.Result, cfg sim.Config
 		obs = append(obs, d.obs)
 	}
 	return snap, NewErrorModel(obs), self, len(done)
+}
+
+// askedIndex is the index among snap's jobs of its self-th pending one.
+func askedIndex(snap Snapshot, self int) int {
+	for i := range snap.Jobs {
+		if !snap.Jobs[i].Running() {
+			if self == 0 {
+				return i
+			}
+			self--
+		}
+	}
+	return -1
 }
 
 // Summary is a backtest's headline: the median absolute error of the

@@ -63,6 +63,13 @@ type Options struct {
 	Errors ErrorModel
 	// Workers bounds the replays run at once; zero means GOMAXPROCS.
 	Workers int
+	// Asked, when set, are the pending jobs (indices into the snapshot's
+	// Jobs) whose starts the caller reads: the later submissions are drawn
+	// only as far ahead as they wait, not as far as the last pending job
+	// does. Their estimates are the same either way (a submission after a
+	// job's start cannot move it); the other jobs' may be cut short. Empty:
+	// every pending job.
+	Asked []int
 }
 
 // DefaultRuns is enough draws for a p10..p90 interval to move by less
@@ -145,6 +152,15 @@ func Forecast(ctx context.Context, snap Snapshot, opt Options) ([]Estimate, erro
 	if err != nil {
 		return nil, err
 	}
+	waitedFor := pending
+	if len(opt.Asked) > 0 {
+		for _, i := range opt.Asked {
+			if i < 0 || i >= len(snap.Jobs) || snap.Jobs[i].Running() {
+				return nil, fmt.Errorf("estimate: field asked: %d is not a pending job of the snapshot", i)
+			}
+		}
+		waitedFor = opt.Asked
+	}
 	// One more row of draws: each run's shared factor (ErrorModel.Shift).
 	u := draws(len(snap.Jobs)+1, runs, opt.Seed)
 	shared := u[len(snap.Jobs)*runs:]
@@ -179,7 +195,7 @@ func Forecast(ctx context.Context, snap Snapshot, opt Options) ([]Estimate, erro
 				for horizon := snap.Window / firstHorizonShare; ; horizon *= 2 {
 					jobs = futureArrivals(jobs[:len(base)], snap, errs, factor, horizon, opt.Seed, r)
 					res, err = sim.Run(snap.Cluster, jobs, cfg)
-					if err != nil || snap.Window <= 0 || len(snap.Arrivals) == 0 || horizon >= maxHorizonWindows*snap.Window || allStartedBy(res, pending, horizon) {
+					if err != nil || snap.Window <= 0 || len(snap.Arrivals) == 0 || horizon >= maxHorizonWindows*snap.Window || allStartedBy(res, waitedFor, horizon) {
 						break
 					}
 				}

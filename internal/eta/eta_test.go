@@ -307,3 +307,33 @@ func TestForecastDrawsLaterArrivalsThatOvertake(t *testing.T) {
 		}
 	}
 }
+
+// Asking about one job draws later submissions only as far as it waits,
+// and its estimate is the one made for every job: a submission after its
+// start cannot move it.
+func TestForecastOfAskedJobIsUnchanged(t *testing.T) {
+	hi := pendingJob("hi", 1, 8, time.Hour, 0)
+	hi.Priority = 10
+	snap := Snapshot{Cluster: cluster(1, 8), Config: binpack, Arrivals: hourly(), Window: 24 * time.Hour, Jobs: []Job{
+		runningJob("r", 8, 2*time.Hour, 0, "a"),
+		pendingJob("low", 1, 8, time.Hour, 0),
+		hi,
+	}}
+	all, err := Forecast(context.Background(), snap, Options{Errors: exact(t), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all[0].P50 <= 2*all[1].P90 {
+		t.Fatalf("low waits %v, hi %v: the test needs the other job to wait far longer than the one asked", all[0].P50, all[1].P50)
+	}
+	asked, err := Forecast(context.Background(), snap, Options{Errors: exact(t), Seed: 1, Asked: []int{2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked[1].P10 != all[1].P10 || asked[1].P50 != all[1].P50 || asked[1].P90 != all[1].P90 {
+		t.Errorf("asked alone: %v..%v..%v, with every job: %v..%v..%v", asked[1].P10, asked[1].P50, asked[1].P90, all[1].P10, all[1].P50, all[1].P90)
+	}
+	if _, err := Forecast(context.Background(), snap, Options{Errors: exact(t), Asked: []int{0}}); err == nil || !strings.Contains(err.Error(), "field asked") {
+		t.Errorf("asking about a running job: %v, want an error naming the field", err)
+	}
+}
