@@ -16,10 +16,12 @@ import (
 // have outlived their prediction, of run times themselves. The zero value
 // has no points.
 type ErrorModel struct {
-	// ratio is what a job's ratio is drawn from: the long-run distribution
-	// mixed with that of the jobs that started last (recentMixture).
+	// ratio and runTime (seconds; empty for DefaultErrors) are what a
+	// job's ratio and run time are drawn from: each the long-run
+	// distribution mixed with that of the jobs that started last
+	// (recentMixture).
 	ratio   survival
-	runTime survival // seconds; empty for DefaultErrors
+	runTime survival
 	// shift is the standard error of the mean log ratio: how far the
 	// whole measured distribution may be off, for every job at once.
 	shift float64
@@ -77,40 +79,20 @@ func NewErrorModel(obs []Observation) ErrorModel {
 	}
 	mean := sum / float64(finished)
 	variance := math.Max(sumSq/float64(finished)-mean*mean, 0)
-	longRun := kaplanMeier(ratios)
-	return ErrorModel{ratio: recentMixture(longRun, valid), runTime: kaplanMeier(runTimes),
+	byStart := startOrder(valid)
+	ratioSeq := make([]observed, len(byStart))
+	runSeq := make([]observed, len(byStart))
+	for i, o := range byStart {
+		ratioSeq[i] = observed{float64(o.Ran) / float64(o.Predicted), o.Finished}
+		runSeq[i] = observed{o.Ran.Seconds(), o.Finished}
+	}
+	return ErrorModel{ratio: recentMixture(kaplanMeier(ratios), ratioSeq), runTime: recentMixture(kaplanMeier(runTimes), runSeq),
 		shift: math.Max(math.Sqrt(variance/float64(finished)), blockSpread(logs))}
 }
 
-// errorBlock is how many consecutive jobs one block of blockSpread holds,
-// and how many of the last to start recentMixture draws from: about a
-// team's batch of similar jobs.
-const errorBlock = 32
-
-// recentMixture is the distribution a job's ratio is drawn from: errors
-// persist (a team's sweep submitted at once, a slow dataset, a predictor
-// that lags a change), so the next jobs are like the errorBlock jobs that
-// started last more than like the long run. It mixes the two, the recent
-// jobs weighted by how much of the spread between blocks of errorBlock
-// jobs consecutive by start is persistence rather than the noise of
-// averaging independent errors (an empirical-Bayes weight: a cluster whose
-// errors do not persist draws from its long run alone).
-//
-// The jobs are taken in the order they started, not finished: the last to
-// finish are the short ones (the long ones of the same batch still run), and
-// a batch of long jobs is seen only once it is over, when the jobs queued
-// behind it have already been estimated too short. A recent job still
-// running counts as what the long run says of jobs that ran at least its
-// ratio so far (its conditional distribution; its mean log for the weight):
-// one that just started says nothing yet, one far past its prediction says
-// its batch runs long. The rule has no constants of its own besides
-// errorBlock; nothing in it is fitted to a trace.
-func recentMixture(longRun survival, obs []Observation) survival {
-	if len(obs) < 4*errorBlock {
-		return longRun
-	}
-	// Sorted by start, ties in the order given (a stable sort, but
-	// pdqsort's cost: this runs before every live estimate).
+// startOrder is obs sorted by Began, ties in the order given (a stable
+// sort at pdqsort's cost: this runs before every live estimate).
+func startOrder(obs []Observation) []Observation {
 	order := make([]int, len(obs))
 	for i := range order {
 		order[i] = i
@@ -120,15 +102,45 @@ func recentMixture(longRun survival, obs []Observation) survival {
 	for i, k := range order {
 		sorted[i] = obs[k]
 	}
-	obs = sorted
-	logs := make([]float64, len(obs))
+	return sorted
+}
+
+// errorBlock is how many consecutive jobs one block of blockSpread holds,
+// and how many of the last to start recentMixture draws from: about a
+// team's batch of similar jobs.
+const errorBlock = 32
+
+// recentMixture is the distribution a job's ratio (or, once it has
+// outlived its prediction, its run time) is drawn from; longRun is
+// measured over seq, the jobs in the order they started. Errors persist (a
+// team's sweep submitted at once, a slow dataset, a predictor that lags a
+// change), so the next jobs are like the jobs that started last more than
+// like the long run. It mixes the two (recentCohort for the recent jobs),
+// the recent jobs weighted by how much of the spread between blocks of
+// errorBlock jobs consecutive by start is persistence rather than the noise
+// of averaging independent errors (an empirical-Bayes weight: a cluster
+// whose errors do not persist draws from its long run alone).
+//
+// The jobs are taken in the order they started, not finished: the last to
+// finish are the short ones (the long ones of the same batch still run), and
+// a batch of long jobs is seen only once it is over, when the jobs queued
+// behind it have already been estimated too short. For the weight, a job
+// still running counts as the mean log the long run gives jobs that ran at
+// least as long: one that just started says nothing yet, one far past its
+// prediction says its batch runs long. The rule has no constants besides
+// errorBlock and the resolution its distributions are read at; nothing in
+// it is fitted to a trace.
+func recentMixture(longRun survival, seq []observed) survival {
+	if len(seq) < 4*errorBlock {
+		return longRun
+	}
+	logs := make([]float64, len(seq))
 	var sum, sumSq float64
-	for i, o := range obs {
-		r := float64(o.Ran) / float64(o.Predicted)
-		if o.Finished {
-			logs[i] = math.Log(r)
+	for i, o := range seq {
+		if o.finished {
+			logs[i] = math.Log(o.value)
 		} else {
-			logs[i] = longRun.meanLogAbove(r)
+			logs[i] = longRun.meanLogAbove(o.value)
 		}
 		sum, sumSq = sum+logs[i], sumSq+logs[i]*logs[i]
 	}
@@ -149,7 +161,7 @@ func recentMixture(longRun survival, obs []Observation) survival {
 	for k := 0; k < mixturePoints; k++ {
 		pts = append(pts, weighted{longRun.quantile((float64(k) + 0.5) / mixturePoints), (1 - w) / mixturePoints})
 	}
-	pts = append(pts, recentCohort(longRun, obs, w)...)
+	pts = append(pts, recentCohort(longRun, seq, w)...)
 	return fromPoints(pts)
 }
 
@@ -162,18 +174,15 @@ func recentMixture(longRun survival, obs []Observation) survival {
 // past it, each by the long run's distribution given its ratio so far.
 // The cohort is chosen by when its jobs started, not by how they ended:
 // the last jobs to finish alone would be the short ones.
-func recentCohort(longRun survival, obs []Observation, share float64) []weighted {
-	from, ended := len(obs), 0
+func recentCohort(longRun survival, seq []observed, share float64) []weighted {
+	from, ended := len(seq), 0
 	for from > 0 && ended < errorBlock {
 		from--
-		if obs[from].Finished {
+		if seq[from].finished {
 			ended++
 		}
 	}
-	cohort := make([]observed, 0, len(obs)-from)
-	for _, o := range obs[from:] {
-		cohort = append(cohort, observed{float64(o.Ran) / float64(o.Predicted), o.Finished})
-	}
+	cohort := slices.Clone(seq[from:])
 	km := kaplanMeier(cohort)
 	var pts []weighted
 	prev := 0.0
