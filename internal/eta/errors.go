@@ -50,8 +50,10 @@ const MinErrorSamples = 20
 // to have finished, and estimate every wait too short: at any instant the
 // long jobs are the ones still running. With fewer than MinErrorSamples
 // finished jobs it is DefaultErrors. obs are in the order the jobs finished
-// (running ones anywhere): the shared factor's spread is measured between
-// consecutive blocks of them.
+// (running ones anywhere): the shared factor's spread is the larger of that
+// between consecutive blocks of them and that between blocks of the jobs
+// consecutive by start (Began), whose last block the draws lean on
+// (recentMixture): how far the jobs to come may be from it.
 func NewErrorModel(obs []Observation) ErrorModel {
 	ratios := make([]observed, 0, len(obs))
 	runTimes := make([]observed, 0, len(obs))
@@ -86,8 +88,10 @@ func NewErrorModel(obs []Observation) ErrorModel {
 		ratioSeq[i] = observed{float64(o.Ran) / float64(o.Predicted), o.Finished}
 		runSeq[i] = observed{o.Ran.Seconds(), o.Finished}
 	}
-	return ErrorModel{ratio: recentMixture(kaplanMeier(ratios), ratioSeq), runTime: recentMixture(kaplanMeier(runTimes), runSeq),
-		shift: math.Max(math.Sqrt(variance/float64(finished)), blockSpread(logs))}
+	ratio, spread := recentMixture(kaplanMeier(ratios), ratioSeq)
+	runTime, _ := recentMixture(kaplanMeier(runTimes), runSeq)
+	return ErrorModel{ratio: ratio, runTime: runTime,
+		shift: math.Max(math.Sqrt(variance/float64(finished)), math.Max(blockSpread(logs), spread))}
 }
 
 // startOrder is obs sorted by Began, ties in the order given (a stable
@@ -130,9 +134,9 @@ const errorBlock = 32
 // prediction says its batch runs long. The rule has no constants besides
 // errorBlock and the resolution its distributions are read at; nothing in
 // it is fitted to a trace.
-func recentMixture(longRun survival, seq []observed) survival {
+func recentMixture(longRun survival, seq []observed) (survival, float64) {
 	if len(seq) < 4*errorBlock {
-		return longRun
+		return longRun, 0
 	}
 	logs := make([]float64, len(seq))
 	var sum, sumSq float64
@@ -149,11 +153,11 @@ func recentMixture(longRun survival, seq []observed) survival {
 	variance := math.Max(sumSq/n-mean*mean, 0)
 	spread := blockSpread(logs)
 	if spread == 0 {
-		return longRun
+		return longRun, 0
 	}
 	w := math.Max(0, 1-variance/errorBlock/(spread*spread))
 	if w == 0 {
-		return longRun
+		return longRun, spread
 	}
 	// The mixture as weighted points: the long run at its quantiles, the
 	// recent jobs by their own distribution (recentCohort).
@@ -162,7 +166,7 @@ func recentMixture(longRun survival, seq []observed) survival {
 		pts = append(pts, weighted{longRun.quantile((float64(k) + 0.5) / mixturePoints), (1 - w) / mixturePoints})
 	}
 	pts = append(pts, recentCohort(longRun, seq, w)...)
-	return fromPoints(pts)
+	return fromPoints(pts), spread
 }
 
 // recentCohort is the distribution of the jobs that started since the
