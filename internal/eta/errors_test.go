@@ -81,3 +81,20 @@ func observedOf(obs []Observation) []observed {
 	}
 	return out
 }
+
+// Batches that started together but finished interleaved with others show
+// no spread between blocks in the order they finished; in the order they
+// started they do, and the shared factor takes it.
+func TestErrorModelSharedSpreadByStart(t *testing.T) {
+	obs := batches(0.5, 2, 0.5, 2, 0.5, 2)
+	byFinish := make([]Observation, 0, len(obs))
+	for i := 0; i < errorBlock; i++ {
+		for b := 0; b < 6; b++ {
+			byFinish = append(byFinish, obs[b*errorBlock+i])
+		}
+	}
+	m := NewErrorModel(byFinish)
+	if want := math.Log(2) - math.Log(0.5); math.Abs(m.shift-want/2) > 1e-9 {
+		t.Errorf("shared spread %v, want half the log distance between the batches, %v", m.shift, want/2)
+	}
+}
