@@ -110,7 +110,8 @@ var (
 	separatorCount = regexp.MustCompile(`^, \d+ `)
 	// The end of FitError's node list and the start of DefaultPreemption's
 	// PostFilter message, empty PostFilter reasons joined before it.
-	postFilterRE = regexp.MustCompile(`\.(?: ,)* preemption: `)
+	postFilterRE = regexp.MustCompile(`\.(?: ,)* (?:preemption: |((?:[^.]*; )?` +
+		strings.ReplaceAll(regexp.QuoteMeta(reasons.GangNoPreemptFormat), "%s", `\S+`) + `\.?)$)`)
 )
 
 // ParseFailedScheduling breaks a kube-scheduler FailedScheduling message into
@@ -155,10 +156,15 @@ func ParseFailedScheduling(msg string) FailedScheduling {
 	// framework joins the PostFilter plugins' reasons with ", ", so a plugin
 	// that gave an empty reason before it leaves ". , preemption: " (as
 	// schedloop's gang plugin did before it stopped giving one).
+	// schedloop's gang plugin writes its own PostFilter message there for a
+	// gang, which does not preempt; it is kept whole as the preemption part.
 	main, preemption := text, ""
-	if at := postFilterRE.FindAllStringIndex(text, -1); at != nil {
+	if at := postFilterRE.FindAllStringSubmatchIndex(text, -1); at != nil {
 		last := at[len(at)-1]
 		main, preemption = text[:last[0]+1], text[last[1]:]
+		if last[2] >= 0 {
+			preemption = text[last[2]:last[3]]
+		}
 	}
 
 	total, reasonsMap, ok := parseNodeList(main)

@@ -117,6 +117,14 @@ func TestParseFailedScheduling(t *testing.T) {
 			category:   schedloop.WaitInsufficientGPU, parsed: true,
 		},
 		{
+			name:       "a gang's member: the gang plugin's PostFilter says it does not preempt",
+			msg:        "0/8 nodes are available: gang default/big waits for GPUs: free capacity fits 56/64 members. " + reasons.GangNoPreempt("default/big"),
+			total:      8,
+			reasons:    map[string]int{"gang default/big waits for GPUs: free capacity fits 56/64 members": 8},
+			preemption: map[string]int{"gang default/big does not preempt: only lone pods evict others": 0},
+			category:   schedloop.WaitInsufficientGPU, parsed: true,
+		},
+		{
 			name:     "own gang reason, every member present, CPU or memory short",
 			msg:      "0/64 nodes are available: " + reasons.GangNoRoom("ml", "big", reasons.ShortCPUMemory, 2, 4) + ".",
 			total:    64,

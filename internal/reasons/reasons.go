@@ -30,6 +30,11 @@ const (
 	// outstanding. Every member exists; the gang waits for capacity, not for
 	// members, and is filed as a shortage of what it names.
 	GangNoRoomFormat = "gang %s/%s waits for %s: free capacity fits %d/%d members"
+	// GangNoPreemptFormat: the gang's key, namespace/name. The gang
+	// plugin's PostFilter message for a member of a gang that found no
+	// node: only lone pods preempt. kube-scheduler appends it after the
+	// node list, where a preemption plugin's message would stand.
+	GangNoPreemptFormat = "gang %s does not preempt: only lone pods evict others"
 	// QueueLimitFormat: queue name, the queue's GPU limit.
 	QueueLimitFormat = "queue %s at limit %d GPUs"
 	// QueueGangLimitFormat: queue name, the queue's limit on running gangs.
@@ -61,6 +66,10 @@ const (
 func GangNoRoom(namespace, name, short string, fit, outstanding int) string {
 	return fmt.Sprintf(GangNoRoomFormat, namespace, name, short, fit, outstanding)
 }
+
+// GangNoPreempt says that the gang key, one of whose members found no node,
+// evicts no pods for it.
+func GangNoPreempt(key string) string { return fmt.Sprintf(GangNoPreemptFormat, key) }
 
 // QueueAtLimit says that admitting the pod would take its queue over its GPU limit.
 func QueueAtLimit(queue string, limitGPUs int) string {

@@ -39,6 +39,9 @@ func TestStableStrings(t *testing.T) {
 	if got, want := GangNoRoom("ml", "job-a", ShortGPUs, 0, 1), "gang ml/job-a waits for GPUs: free capacity fits 0/1 members"; got != want {
 		t.Errorf("GangNoRoom = %q, want %q", got, want)
 	}
+	if got, want := GangNoPreempt("ml/big"), "gang ml/big does not preempt: only lone pods evict others"; got != want {
+		t.Errorf("GangNoPreempt = %q, want %q", got, want)
+	}
 	if got, want := Reserved("ml/big"), "reserved for ml/big"; got != want {
 		t.Errorf("Reserved = %q, want %q", got, want)
 	}

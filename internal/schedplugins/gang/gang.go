@@ -377,8 +377,7 @@ func (g *Gang) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}
-	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, strings.TrimPrefix(why+"; ", "; ")+
-		fmt.Sprintf("gang %s does not preempt: only lone pods evict others", key))
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, strings.TrimPrefix(why+"; ", "; ")+reasons.GangNoPreempt(key))
 }
 
 // PodGroupPostFilter is PostFilter's release for a Workload API gang:
