@@ -61,9 +61,8 @@ const minAgreement = 0.98
 // cycles, each member tried on the snapshot and the trials taken back.
 // Under the shared-rules mix the Workload API run plays the first 60 jobs
 // of the same seed (the policy tests' size), which keeps the package's
-// run time down: its pod-group cycles cost about as much wall time per job
-// as the PodGroup run's; -difftest.jobs sets both (seed 1 at 100 jobs
-// agrees fully either way).
+// run time down (at 100 jobs it adds about 100 s; seed 1 agrees fully at
+// either size); -difftest.jobs sets both.
 func TestDifferential(t *testing.T) {
 	m, jobs := sharedRulesMix, 100
 	if *diffFull {
