@@ -106,8 +106,10 @@ func TestPodInBothGangAPIsIsRefused(t *testing.T) {
 // The trace player declares each job through the Workload API
 // (-gang-api workload): a generated trace of lone pods and gangs, some of
 // them of a higher priority (which their PodGroup must carry too), replays
-// through schedloop's profile to the end, every member naming its group in
-// spec.schedulingGroup and none labelled for the PodGroup CRD.
+// through schedloop's profile to the end, a gang's every member naming its
+// group in spec.schedulingGroup, none labelled for the PodGroup CRD, and a
+// job of one pod declared as no group at all (a lone pod, as the simulator
+// replays it).
 func TestReplayWithWorkloadAPIGangs(t *testing.T) {
 	clock, err := harness.NewClock(300)
 	if err != nil {
@@ -148,8 +150,17 @@ func TestReplayWithWorkloadAPIGangs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pgs.Items) != len(jobs) {
-		t.Fatalf("%d Workload API PodGroups for %d jobs", len(pgs.Items), len(jobs))
+	gangs := 0
+	for _, j := range jobs {
+		if j.Members > 1 {
+			gangs++
+		}
+	}
+	if gangs == 0 || gangs == len(jobs) {
+		t.Fatalf("the trace has %d gangs in %d jobs: it must hold both gangs and lone pods", gangs, len(jobs))
+	}
+	if len(pgs.Items) != gangs {
+		t.Fatalf("%d Workload API PodGroups for %d gangs", len(pgs.Items), gangs)
 	}
 	if crd, err := podgroup.List(t.Context(), e.c.Dynamic, ns); err != nil || len(crd) != 0 {
 		t.Fatalf("scheduler-plugins PodGroups: %d (%v), want none", len(crd), err)

@@ -47,7 +47,8 @@ type Options struct {
 	// profile decides, as it does in the tuner's replays. The Workload API
 	// has no such field: New refuses it with GangAPI podgroup.APIWorkload.
 	ScheduleTimeoutSeconds int32
-	// GangAPI is how each job is declared as a gang: podgroup.APIPodGroup
+	// GangAPI is how each job of more than one pod is declared as a gang
+	// (a job of one pod is a plain pod under either): podgroup.APIPodGroup
 	// (the default) a scheduler-plugins PodGroup and pods labelled into it;
 	// podgroup.APIWorkload a Workload with one gang template, the PodGroup
 	// made from it, and pods naming it in spec.schedulingGroup (the cluster
@@ -232,8 +233,12 @@ func (p *Player) submit(ctx context.Context, name string, j trace.Job) error {
 
 // Declare creates the group object of trace job j, whose Kubernetes name
 // is name, as Submit does before its pods (Options.GangAPI): for drivers
-// that create pods on a schedule of their own (Pod).
+// that create pods on a schedule of their own (Pod). A job of one pod
+// declares nothing (gang).
 func (p *Player) Declare(ctx context.Context, name string, j trace.Job) error {
+	if !gang(j) {
+		return nil
+	}
 	if p.opts.GangAPI == podgroup.APIWorkload {
 		return p.submitWorkload(ctx, name, j)
 	}
@@ -254,6 +259,14 @@ func (p *Player) Declare(ctx context.Context, name string, j trace.Job) error {
 // submitWorkload declares job j as a job controller does with the Workload
 // API: a Workload whose one gang template needs every member, and the
 // PodGroup made from it.
+// gang reports whether job j is declared as a gang: a job of one pod is a
+// lone pod, as the simulator replays it (a lone pod preempts, is ordered
+// before gangs on a tie and never backs off as a gang) and as the tuner
+// imports it. Declared as a pod group of one it would be neither: under
+// the Workload API kube-scheduler runs no PostFilter in a pod group's
+// cycle, so it could never preempt.
+func gang(j trace.Job) bool { return j.Members > 1 }
+
 func (p *Player) submitWorkload(ctx context.Context, name string, j trace.Job) error {
 	w, pg := podgroup.NewWorkload(p.opts.Namespace, name, int32(j.Members))
 	labels := map[string]string{harness.LabelJob: name}
@@ -333,7 +346,7 @@ func (p *Player) Pod(job string, member int, j trace.Job) *corev1.Pod { return p
 
 func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 	labels := map[string]string{harness.LabelJob: job}
-	if p.opts.GangAPI != podgroup.APIWorkload {
+	if gang(j) && p.opts.GangAPI != podgroup.APIWorkload {
 		labels[podgroup.LabelPodGroup] = job
 	}
 	if j.Queue != "" {
@@ -377,7 +390,7 @@ func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To(ClaimTemplateName(r.GPUs))}}
 		pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpus"}}
 	}
-	if p.opts.GangAPI == podgroup.APIWorkload {
+	if gang(j) && p.opts.GangAPI == podgroup.APIWorkload {
 		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(job)}
 	}
 	if j.Priority != 0 {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/schedloop/schedloop/internal/harness"
+	"github.com/schedloop/schedloop/internal/podgroup"
+	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/trace"
 )
 
@@ -65,5 +67,45 @@ func TestPodSpecGolden(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("pod differs from %s:\n%s", golden, got)
+	}
+}
+
+// TestGangDeclaration checks which jobs become gangs under each API: a job
+// of one pod is a plain pod (no group object, label or schedulingGroup), as
+// the simulator replays it; a job of more pods names its group the API's
+// way. Declare makes no API call for a lone pod (the player has no clients
+// here).
+func TestGangDeclaration(t *testing.T) {
+	clock, _ := harness.NewClock(1)
+	for _, tc := range []struct {
+		api     podgroup.API
+		members int
+		label   bool // the scheduler-plugins pod-group label
+		sgroup  bool // spec.schedulingGroup
+	}{
+		{podgroup.APIPodGroup, 1, false, false},
+		{podgroup.APIWorkload, 1, false, false},
+		{podgroup.APIPodGroup, 2, true, false},
+		{podgroup.APIWorkload, 2, false, true},
+	} {
+		j := trace.Job{Name: "job", Members: tc.members, GPUs: 1, Priority: 10, Outcome: trace.Succeeded}
+		p, err := New(nil, nil, []trace.Job{j}, Options{Clock: clock, GangAPI: tc.api})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := p.Pod("job", 0, j)
+		_, label := pod.Labels[podgroup.LabelPodGroup]
+		if label != tc.label || (pod.Spec.SchedulingGroup != nil) != tc.sgroup {
+			t.Errorf("%s, %d members: pod-group label %v, schedulingGroup %v; want %v, %v",
+				tc.api, tc.members, label, pod.Spec.SchedulingGroup != nil, tc.label, tc.sgroup)
+		}
+		if _, gangKey, isGang := podspec.GangKey(pod); isGang != (tc.members > 1) || (isGang && gangKey != "job") {
+			t.Errorf("%s, %d members: podspec.GangKey reads gang %v (%q)", tc.api, tc.members, isGang, gangKey)
+		}
+		if tc.members == 1 {
+			if err := p.Declare(t.Context(), "job", j); err != nil {
+				t.Errorf("%s: Declare of a lone pod: %v", tc.api, err)
+			}
+		}
 	}
 }

@@ -529,19 +529,14 @@ func (d *driver) markPreemptors() {
 }
 
 func (d *driver) submit(lj *liveJob) {
-	if lj.j.Members > 1 {
-		if err := d.pl.Declare(d.ctx, lj.name, lj.j); err != nil && !apierrors.IsAlreadyExists(err) {
-			d.t.Fatalf("job %s: %v", lj.j.Name, err)
-		}
+	// The player declares a job of one pod as a lone pod, no gang of one.
+	if err := d.pl.Declare(d.ctx, lj.name, lj.j); err != nil && !apierrors.IsAlreadyExists(err) {
+		d.t.Fatalf("job %s: %v", lj.j.Name, err)
 	}
 	for m := range lj.j.Members {
 		pod := d.pl.Pod(lj.name, m, lj.j)
-		// Runs until deleted; a lone pod is no gang of one.
+		// Runs until deleted.
 		delete(pod.Annotations, harness.AnnotationDuration)
-		if lj.j.Members == 1 {
-			delete(pod.Labels, podgroup.LabelPodGroup)
-			pod.Spec.SchedulingGroup = nil
-		}
 		if _, err := d.c.Client.CoreV1().Pods(namespace).Create(d.ctx, pod, metav1.CreateOptions{}); err != nil {
 			d.t.Fatalf("job %s: create pod %s: %v", lj.j.Name, pod.Name, err)
 		}
