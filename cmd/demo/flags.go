@@ -139,12 +139,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.surveyEvery, "survey-every", 0, "instead of running the loop, replay in the simulator (no cluster, no database) every window of -jobs jobs that starts at every this many jobs of -trace, cut as the loop cuts its slice, under -before-profile and under it ordered by shortest service (run times predicted from a table fitted on the window, and exact), and print how much the order moves each window's mean JCT (0: run the loop)")
 	fs.IntVar(&c.pickEvery, "pick-every", 0, "choose -skip: of the windows of -jobs jobs starting every this many jobs of -trace, replay the one whose jobs queue for the largest share of their JCT under -before-profile in the simulator (the earliest on a tie; the rule looks at the stock replay only, never at what tuning gains); 0: -skip as given")
 	fs.BoolVar(&c.dra, "dra", false, "hand GPUs out through Dynamic Resource Allocation: the simulated nodes publish their GPUs in ResourceSlices as NVIDIA's DRA driver does, and each job's members ask for whole GPUs through ResourceClaimTemplates (GPU shares in the trace are still asked as schedloop.io/gpu-milli, which DRA nodes do not offer: use a trace of whole GPUs, as the default is)")
-	// The default is podgroup because kube-scheduler runs no PostFilter in
-	// a Workload API pod group's cycle: a job of one pod declared that way
-	// never preempts, while the simulator (scoring.PreemptsFor) lets a lone
-	// job preempt, and the demo's high-priority jobs would wait live for
-	// what the prediction says they take by eviction.
-	gangAPI := fs.String("gang-api", string(podgroup.APIPodGroup), "how replayed jobs are declared as gangs: podgroup (scheduler-plugins PodGroup CRD and pod label) or workload (Kubernetes Workload API, scheduling.k8s.io/v1beta1: a Workload, its PodGroup, pods' spec.schedulingGroup; the apiserver and scheduler run with feature GenericWorkload; kube-scheduler runs no PostFilter for a pod group, so a job of one pod does not preempt as the simulator replays it)")
+	gangAPI := fs.String("gang-api", string(podgroup.APIWorkload), "how replayed jobs of more than one pod are declared as gangs: workload (Kubernetes Workload API, scheduling.k8s.io/v1beta1: a Workload, its PodGroup, pods' spec.schedulingGroup; the apiserver and scheduler run with feature GenericWorkload) or podgroup (scheduler-plugins PodGroup CRD and pod label); under either, a job of one pod is a plain pod, as the simulator replays it")
 	fs.BoolVar(&c.verbose, "v", false, "log apiserver, etcd, scheduler and collector output to stderr")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
