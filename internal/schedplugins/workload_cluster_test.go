@@ -3,6 +3,7 @@ package schedplugins_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -219,4 +220,30 @@ func (e *env) waitGated(name string, members int) {
 		v, err := testutil.GetGaugeMetricValue(schedmetrics.GatedPods())
 		return err == nil && int(v) >= members
 	})
+}
+
+// A lone pod preempts a Workload API gang as it does a PodGroup gang:
+// the whole gang, both members on both nodes, though it needs one node's
+// GPUs only (podspec.GangKey reads spec.schedulingGroup).
+func TestLonePodEvictsWholeWorkloadGang(t *testing.T) {
+	set := schedplugins.NewSet()
+	e := newEnvWith(t, gpuNodes("w", 2, nil), "", set)
+	e.priorityClass("test-high", 1000)
+	e.setProfileWithTable(set, "whole", "name: whole\n"+orderDoc, 8, nil)
+	e.workloadGang("wl", ours, 2, 8)
+	if n := nodesOf(e.waitBound("wl-", 2)); len(n) != 2 {
+		t.Fatalf("the gang is on %v, want a member on each node", n)
+	}
+	e.ranFor(time.Hour, "wl-0", "wl-1")
+	e.pod("urgent", ours, 8, withPriority("test-high"))
+	e.waitBound("urgent", 1)
+	e.gone("wl-0", "wl-1")
+	if got := e.preempted("urgent", 2); !slices.Equal(got, []string{"wl-0", "wl-1"}) {
+		t.Errorf("preempted for urgent: %v, want both gang members", got)
+	}
+	for _, c := range e.causes("default/urgent") {
+		if c.Job != "default/wl" {
+			t.Errorf("cause %+v, want job default/wl", c)
+		}
+	}
 }
