@@ -48,6 +48,11 @@ type GPU struct {
 	// partition (dcgm-exporter's GPU_I_ID). Instances share their GPU's UUID
 	// and index, so a device is (UUID, Instance).
 	Instance string
+	// MIGUUID is a MIG instance's own MIG- UUID where its source names it:
+	// NVIDIA's DRA driver publishes it without an Instance, and
+	// dcgm-exporter's dra_mig_device_uuid label with one, which is how
+	// the inventory tells both are the same instance.
+	MIGUUID string
 }
 
 // MaxGangMembers is the largest gang schedloop accepts: a PodGroup's

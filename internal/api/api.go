@@ -847,8 +847,11 @@ type gpuJSON struct {
 	Instances    []instanceJSON `json:"instances"`
 }
 
+// ID is empty for an instance known only from the ResourceSlice that
+// publishes it, by its MIG UUID, until telemetry names its GPU instance id.
 type instanceJSON struct {
 	ID           string  `json:"id"`
+	MIGUUID      string  `json:"mig_uuid,omitempty"`
 	Profile      string  `json:"profile"`
 	ComputeShare float64 `json:"compute_share"`
 }
@@ -875,7 +878,7 @@ func (h *handler) gpus(c *gin.Context) {
 			return
 		}
 		for _, g := range gs {
-			if g.Instance == "" {
+			if g.Instance == "" && g.MIGUUID == "" {
 				if len(out) == q.Limit {
 					truncated = true
 					break
@@ -887,7 +890,7 @@ func (h *handler) gpus(c *gin.Context) {
 			// Stored instances passed MIGComputeShare when recorded.
 			share, _ := schedloop.MIGComputeShare(g.Model, g.MIGProfile)
 			last := &out[len(out)-1]
-			last.Instances = append(last.Instances, instanceJSON{ID: g.Instance, Profile: g.MIGProfile, ComputeShare: share})
+			last.Instances = append(last.Instances, instanceJSON{ID: g.Instance, MIGUUID: g.MIGUUID, Profile: g.MIGProfile, ComputeShare: share})
 		}
 	}
 	c.JSON(http.StatusOK, gin.H{"gpus": out, "truncated": truncated})

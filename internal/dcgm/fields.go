@@ -414,7 +414,7 @@ func (s *sampleSet) inventory() []schedloop.GPU {
 				}
 				instanceSeen[key] = true
 				instances = append(instances, schedloop.GPU{UUID: g.GPUUUID, Node: g.Node, Index: g.GPUIndex,
-					Model: s.models[j].model, MIGProfile: g.GPUInstanceProfile, Instance: g.GPUInstance})
+					Model: s.models[j].model, MIGProfile: g.GPUInstanceProfile, Instance: g.GPUInstance, MIGUUID: g.MIGDeviceUUID})
 			}
 		}
 		if listed != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/schedloop/schedloop"
+	"github.com/schedloop/schedloop/internal/dra"
 )
 
 // A claim's state, node, consumers and what it asks are its latest; its
@@ -87,6 +88,38 @@ func (s *Store) ResourceClaims(ctx context.Context, namespace string) ([]schedlo
 	return out, nil
 }
 
+// queueDRAInstances queues the inventory rows of the MIG instances among
+// devices, under their parent GPU (stored by then from the same slices), by
+// MIG UUID: the driver publishes no GPU instance id, which telemetry fills
+// in when it names the same UUID. An instance no slice publishes any more
+// is marked gone, kept with what it last was. One whose profile has no
+// compute share on its GPU's model is left out: its slice problem is
+// stored with the device.
+func queueDRAInstances(b *pgx.Batch, devices []schedloop.DRADevice, at time.Time) {
+	for _, d := range devices {
+		if d.Driver != dra.Driver || d.Type != dra.TypeMIG || d.UUID == "" || d.ParentUUID == "" || d.Profile == "" {
+			continue
+		}
+		share, err := schedloop.MIGComputeShare(d.Product, d.Profile)
+		if err != nil {
+			continue
+		}
+		b.Queue(`
+			INSERT INTO gpu_instances (gpu_uuid, profile, compute_share, mig_uuid, first_seen)
+			SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM gpus WHERE uuid = $1)
+			ON CONFLICT (mig_uuid) DO UPDATE SET profile = EXCLUDED.profile, compute_share = EXCLUDED.compute_share,
+			    first_seen = CASE WHEN gpu_instances.gone_at IS NULL THEN gpu_instances.first_seen ELSE EXCLUDED.first_seen END,
+			    gone_at = NULL`,
+			d.ParentUUID, d.Profile, share, d.UUID, at)
+	}
+	b.Queue(`
+		UPDATE gpu_instances i SET gone_at = $1
+		WHERE i.gone_at IS NULL
+		  AND EXISTS (SELECT 1 FROM dra_devices d WHERE d.uuid = i.mig_uuid AND d.type = $2)
+		  AND NOT EXISTS (SELECT 1 FROM dra_devices d WHERE d.uuid = i.mig_uuid AND d.type = $2 AND d.gone_at IS NULL)`,
+		at, dra.TypeMIG)
+}
+
 // ReplaceDRADevices stores devices as every device the slices publish at
 // at: each is upserted as seen then, and a stored device not among them is
 // marked gone from then on (kept, with what it last was).
@@ -109,6 +142,7 @@ func (s *Store) ReplaceDRADevices(ctx context.Context, devices []schedloop.DRADe
 	}
 	b.Queue(`UPDATE dra_devices SET gone_at = $2
 		WHERE gone_at IS NULL AND NOT (driver || '/' || pool || '/' || device = ANY($1))`, keys, at)
+	queueDRAInstances(b, devices, at)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("store %d DRA devices: %w", len(devices), err)
 	}

@@ -47,9 +47,20 @@ func (s *Store) RecordGPUs(ctx context.Context, gpus []schedloop.GPU) error {
 	return nil
 }
 
-const upsertInstanceSQL = `
-INSERT INTO gpu_instances (gpu_uuid, gpu_instance, profile, compute_share) VALUES ($1, $2, $3, $4)
-ON CONFLICT (gpu_uuid, gpu_instance) DO UPDATE SET profile = EXCLUDED.profile, compute_share = EXCLUDED.compute_share`
+// An instance telemetry names by its MIG UUID may already be stored,
+// without a GPU instance id, from the ResourceSlice that published it:
+// that row takes the id (or, when telemetry stored the id first, gives way
+// to it), so one instance is one row.
+const (
+	claimDRAInstanceSQL = `
+UPDATE gpu_instances s SET gpu_instance = $2
+WHERE s.mig_uuid = $3 AND s.gpu_uuid = $1 AND s.gpu_instance IS NULL
+  AND NOT EXISTS (SELECT 1 FROM gpu_instances t WHERE t.gpu_uuid = $1 AND t.gpu_instance = $2)`
+	upsertInstanceSQL = `
+INSERT INTO gpu_instances (gpu_uuid, gpu_instance, profile, compute_share, mig_uuid) VALUES ($1, $2, $3, $4, nullif($5, ''))
+ON CONFLICT (gpu_uuid, gpu_instance) DO UPDATE SET profile = EXCLUDED.profile, compute_share = EXCLUDED.compute_share,
+    mig_uuid = coalesce(EXCLUDED.mig_uuid, gpu_instances.mig_uuid), gone_at = NULL`
+)
 
 // queueInstance queues the gpu_instances row of g when g is a MIG instance.
 func queueInstance(b *pgx.Batch, g schedloop.GPU) error {
@@ -63,6 +74,14 @@ func queueInstance(b *pgx.Batch, g schedloop.GPU) error {
 	if g.MIGProfile == "" {
 		return fmt.Errorf("GPU %s instance %s: no MIG profile", g.UUID, g.Instance)
 	}
-	b.Queue(upsertInstanceSQL, g.UUID, g.Instance, g.MIGProfile, share)
+	if g.MIGUUID != "" {
+		b.Queue(claimDRAInstanceSQL, g.UUID, g.Instance, g.MIGUUID)
+		b.Queue(`DELETE FROM gpu_instances WHERE mig_uuid = $1 AND gpu_instance IS NULL`, g.MIGUUID)
+		// A MIG UUID names one instance: an id it was stored under before
+		// (the instance destroyed and its id reused) no longer holds it.
+		b.Queue(`UPDATE gpu_instances SET mig_uuid = NULL
+			WHERE mig_uuid = $3 AND NOT (gpu_uuid = $1 AND gpu_instance = $2)`, g.UUID, g.Instance, g.MIGUUID)
+	}
+	b.Queue(upsertInstanceSQL, g.UUID, g.Instance, g.MIGProfile, share, g.MIGUUID)
 	return nil
 }

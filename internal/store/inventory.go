@@ -90,14 +90,16 @@ func (s *Store) UpsertGPUs(ctx context.Context, gpus []schedloop.GPU) error {
 }
 
 // ListGPUs returns the GPUs of one node, or of every node when node is "",
-// each followed by its MIG instances (Instance set) in instance order.
+// each followed by its MIG instances (Instance or MIGUUID set) in instance
+// order, those known only by MIG UUID last. Instances no slice publishes
+// any more are left out.
 func (s *Store) ListGPUs(ctx context.Context, node string) ([]schedloop.GPU, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT g.uuid, g.node, g.gpu_index, g.model, g.nvlink_domain, g.mig_profile,
-		       coalesce(i.gpu_instance, ''), coalesce(i.profile, '')
-		FROM gpus g LEFT JOIN gpu_instances i ON i.gpu_uuid = g.uuid
+		       i.gpu_uuid IS NOT NULL, coalesce(i.gpu_instance, ''), coalesce(i.profile, ''), coalesce(i.mig_uuid, '')
+		FROM gpus g LEFT JOIN gpu_instances i ON i.gpu_uuid = g.uuid AND i.gone_at IS NULL
 		WHERE $1 = '' OR g.node = $1
-		ORDER BY g.node, g.gpu_index, g.uuid, i.gpu_instance NULLS FIRST`, node)
+		ORDER BY g.node, g.gpu_index, g.uuid, i.gpu_instance NULLS LAST, i.mig_uuid`, node)
 	if err != nil {
 		return nil, fmt.Errorf("list GPUs: %w", err)
 	}
@@ -107,15 +109,17 @@ func (s *Store) ListGPUs(ctx context.Context, node string) ([]schedloop.GPU, err
 	var gpus []schedloop.GPU
 	for rows.Next() {
 		var g schedloop.GPU
-		var instance, profile string
-		if err := rows.Scan(&g.UUID, &g.Node, &g.Index, &g.Model, &g.NVLinkDomain, &g.MIGProfile, &instance, &profile); err != nil {
+		var hasInstance bool
+		var instance, profile, migUUID string
+		if err := rows.Scan(&g.UUID, &g.Node, &g.Index, &g.Model, &g.NVLinkDomain, &g.MIGProfile,
+			&hasInstance, &instance, &profile, &migUUID); err != nil {
 			return nil, fmt.Errorf("list GPUs: %w", err)
 		}
 		if len(gpus) == 0 || gpus[len(gpus)-1].UUID != g.UUID {
 			gpus = append(gpus, g)
 		}
-		if instance != "" {
-			g.Instance, g.MIGProfile = instance, profile
+		if hasInstance {
+			g.Instance, g.MIGProfile, g.MIGUUID = instance, profile, migUUID
 			gpus = append(gpus, g)
 		}
 	}
