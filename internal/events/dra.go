@@ -266,8 +266,9 @@ func (w *Watcher) claimRow(claim *resourcev1.ResourceClaim, deleted bool, now ti
 // its instances: it is stored once, under the parentUUID they name, with
 // the model and clique they carry, so its instances' telemetry, stored per
 // GPU instance under that UUID, has its GPU in the inventory. The
-// instances themselves are not rows here: the driver publishes no GPU
-// instance id, which the inventory and the telemetry key instances by.
+// instances themselves are stored by MIG UUID with the slices' devices
+// (store.ReplaceDRADevices), since the driver publishes no GPU instance
+// id to list them here by.
 func draGPUs(inv *dra.Inventory, known map[string]bool) []schedloop.GPU {
 	var out []schedloop.GPU
 	nodes := make([]string, 0, len(known))
