@@ -216,6 +216,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A 2g instance the DRA driver publishes, which no telemetry has named
+	// by its GPU instance id yet: it is listed by its MIG UUID.
+	const sliceOnly = "MIG-slice-only-e2e"
+	if err := st.ReplaceDRADevices(context.Background(), []schedloop.DRADevice{{Driver: "gpu.nvidia.com", Pool: "mig-node",
+		Device: "gpu-0-mig-2g", Node: "mig-node", Type: "mig", UUID: sliceOnly, ParentUUID: migGPU,
+		Product: "NVIDIA A100-SXM4-80GB", Profile: "2g.20gb"}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	if err := chromedp.Do(browser, chromedp.Navigate(base+"/#/gpus"), ready("gpus"),
 		chromedp.SetValue(chromedp.CSS(`input[name=node]`), "mig-node"),
 		chromedp.Click(chromedp.CSS(`#filters button`)), ready("gpus"),
@@ -228,9 +236,14 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("GPUs page: instance %s shows %q, want %q", inst, got, want)
 		}
 	}
-	// Instances follow their GPU's row, in instance order.
+	if got := text(`tr.instance[data-uuid="` + migGPU + `"][data-mig-uuid="` + sliceOnly + `"] [data-testid=instance-share]`); got != "28.6% of the GPU" {
+		t.Errorf("GPUs page: the DRA-published instance shows %q, want %q", got, "28.6% of the GPU")
+	}
+	// Instances follow their GPU's row, in instance order, those known only
+	// by MIG UUID last.
 	if got := text(`[data-testid=gpus] tbody`); !strings.Contains(got, migGPU) ||
-		strings.Index(got, "instance 2") < strings.Index(got, migGPU) || strings.Index(got, "instance 9") < strings.Index(got, "instance 2") {
+		strings.Index(got, "instance 2") < strings.Index(got, migGPU) || strings.Index(got, "instance 9") < strings.Index(got, "instance 2") ||
+		strings.Index(got, sliceOnly) < strings.Index(got, "instance 9") {
 		t.Errorf("GPUs page: instances are not listed under their GPU:\n%s", got)
 	}
 	shot("gpus.png")

@@ -152,8 +152,10 @@ async function gpusPage() {
     const head = `<tr class="gpu" data-uuid="${esc(x.uuid)}"><td>${esc(x.node)}</td><td class="num">${x.index}</td>
       <td>${esc(x.uuid)}</td><td>${esc(x.model)}</td>
       <td>${x.instances.length ? `MIG, ${x.instances.length} instance${x.instances.length > 1 ? 's' : ''}` : 'whole GPU'}</td></tr>`
-    const inst = x.instances.map((i) => `<tr class="instance" data-uuid="${esc(x.uuid)}" data-instance="${esc(i.id)}">
-      <td></td><td></td><td class="indent">└ instance ${esc(i.id)}</td><td>${esc(i.profile)}</td>
+    // An instance NVIDIA's DRA driver publishes has no GPU instance id
+    // until telemetry names it; its MIG UUID is what identifies it then.
+    const inst = x.instances.map((i) => `<tr class="instance" data-uuid="${esc(x.uuid)}" data-instance="${esc(i.id)}" data-mig-uuid="${esc(i.mig_uuid || '')}">
+      <td></td><td></td><td class="indent">└ ${i.id ? `instance ${esc(i.id)}` : `${esc(i.mig_uuid)} <small>(no GPU instance id yet)</small>`}</td><td>${esc(i.profile)}</td>
       <td data-testid="instance-share">${pct(i.compute_share)} of the GPU</td></tr>`).join('')
     return head + inst
   }).join('')

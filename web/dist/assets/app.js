@@ -36,8 +36,8 @@
       <table data-testid="gpus"><thead><tr><th>node</th><th class="num">index</th><th>UUID</th><th>model / profile</th><th></th></tr></thead>
       <tbody>${e.gpus.map(e=>`<tr class="gpu" data-uuid="${X(e.uuid)}"><td>${X(e.node)}</td><td class="num">${e.index}</td>
       <td>${X(e.uuid)}</td><td>${X(e.model)}</td>
-      <td>${e.instances.length?`MIG, ${e.instances.length} instance${e.instances.length>1?`s`:``}`:`whole GPU`}</td></tr>`+e.instances.map(t=>`<tr class="instance" data-uuid="${X(e.uuid)}" data-instance="${X(t.id)}">
-      <td></td><td></td><td class="indent">└ instance ${X(t.id)}</td><td>${X(t.profile)}</td>
+      <td>${e.instances.length?`MIG, ${e.instances.length} instance${e.instances.length>1?`s`:``}`:`whole GPU`}</td></tr>`+e.instances.map(t=>`<tr class="instance" data-uuid="${X(e.uuid)}" data-instance="${X(t.id)}" data-mig-uuid="${X(t.mig_uuid||``)}">
+      <td></td><td></td><td class="indent">└ ${t.id?`instance ${X(t.id)}`:`${X(t.mig_uuid)} <small>(no GPU instance id yet)</small>`}</td><td>${X(t.profile)}</td>
       <td data-testid="instance-share">${$c(t.compute_share)} of the GPU</td></tr>`).join(``)).join(``)||`<tr><td colspan="5">no GPU recorded yet</td></tr>`}</tbody></table>
       ${e.truncated?`<p><small>more GPUs than shown: filter by node</small></p>`:``}</section>`}async function dl(){let e=el();Y.innerHTML=`
     <h1>GPU idle time</h1>
