@@ -13,7 +13,10 @@
 --                               device of its compute share, and no longer
 --                               the whole GPU's own reading beside it, so an
 --                               instance nothing uses yet is idle capacity
---                               rather than absent
+--                               rather than absent; only within the compute
+--                               that instances telemetry reports that minute
+--                               leave, since telemetry naming an instance by
+--                               GPU instance id alone cannot be matched to it
 
 -- +goose Up
 
@@ -35,13 +38,23 @@ WHERE g.gpu_instance <> ''
                   WHERE s.gpu_uuid = g.gpu_uuid AND s.gpu_instance IS NULL
                     AND date_trunc('minute', s.first_seen) <= g.minute AND coalesce(s.gone_at, 'infinity') > g.minute)
 UNION ALL
-SELECT m.minute, s.gpu_uuid, m.node, '', '', 0, 0, 0, 0, 0, 0, s.mig_uuid, s.profile, s.compute_share
-FROM gpu_instances s
-JOIN LATERAL (SELECT r.minute, min(r.node) AS node FROM gpu_minutes r
-              WHERE r.gpu_uuid = s.gpu_uuid AND r.minute >= date_trunc('minute', s.first_seen)
-                AND r.minute < coalesce(s.gone_at, 'infinity')
-              GROUP BY r.minute) m ON true
-WHERE s.gpu_instance IS NULL;
+SELECT f.minute, f.gpu_uuid, f.node, '', '', 0, 0, 0, 0, 0, 0, f.mig_uuid, f.profile, f.compute_share
+FROM (SELECT m.minute, s.gpu_uuid, m.node, s.mig_uuid, s.profile, s.compute_share, m.reported,
+             sum(s.compute_share) OVER (PARTITION BY s.gpu_uuid, m.minute ORDER BY s.mig_uuid) AS filled
+      FROM gpu_instances s
+      JOIN LATERAL (SELECT r.minute, min(r.node) AS node,
+                           coalesce(sum(r.compute_share) FILTER (WHERE r.gpu_instance <> ''), 0) AS reported
+                    FROM gpu_minutes r
+                    WHERE r.gpu_uuid = s.gpu_uuid AND r.minute >= date_trunc('minute', s.first_seen)
+                      AND r.minute < coalesce(s.gone_at, 'infinity')
+                    GROUP BY r.minute) m ON true
+      WHERE s.gpu_instance IS NULL) f
+-- Telemetry that names instances by GPU instance id alone (the host
+-- engine's, or dcgm-exporter's for an instance no claim holds) cannot be
+-- matched to a slice's row by MIG UUID: a slice-only instance fills only
+-- the compute the minute's reported instances leave, so one instance is
+-- never counted twice and a GPU never counts for more than itself.
+WHERE f.filled <= 1 - f.reported + 1e-4;
 
 -- +goose Down
 
