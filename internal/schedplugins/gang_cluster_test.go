@@ -192,24 +192,9 @@ func (e *env) oneGangWins(a, b string, members int) (winner, loser string) {
 // and the taint gone the gang is tried again and lands whole.
 func TestGangReleasedWhenAMemberFindsNoNode(t *testing.T) {
 	e := newEnv(t, gpuNodes("n", 3, nil), "")
-	ctx := t.Context()
-	setTaint := func(name string, on bool) {
-		t.Helper()
-		n, err := e.c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Spec.Taints = nil
-		if on {
-			n.Spec.Taints = []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}
-		}
-		if _, err := e.c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, api := range gangAPIs {
 		name := string(api) + "-tri"
-		setTaint("n02", true)
+		e.maintenance("n02", true)
 		e.gangAs(api, name, ours, 3, 8)
 		note := e.waitGangReason(api, name, "gang default/"+name+" incomplete: 2/3 members")
 		t.Logf("%s: %s", api, note)
@@ -219,7 +204,7 @@ func TestGangReleasedWhenAMemberFindsNoNode(t *testing.T) {
 		e.pod("lone", ours, 8)
 		e.waitBound("lone", 1)
 
-		setTaint("n02", false)
+		e.maintenance("n02", false)
 		e.deletePods("lone")
 		if n := len(nodesOf(e.waitBound(name+"-", 3))); n != 3 {
 			t.Fatalf("%s: gang of 3x8 GPUs on %d nodes", api, n)
@@ -242,24 +227,10 @@ func TestReleasedGangMembersKeepNoNomination(t *testing.T) {
 		return strings.Replace(config, "backoffSeconds: 2", "backoffSeconds: 30", 1)
 	})
 	ctx := t.Context()
-	taint := func(on bool) {
-		t.Helper()
-		n, err := e.c.Client.CoreV1().Nodes().Get(ctx, "n03", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Spec.Taints = nil
-		if on {
-			n.Spec.Taints = []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}
-		}
-		if _, err := e.c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// The plan counts n03's GPUs; the taint turns its members away, so
 	// the thirteenth member finds no node and the twelve placed, each
 	// nominated to its node while held, are released.
-	taint(true)
+	e.maintenance("n03", true)
 	e.gang("g", ours, 16, 2, 0)
 	t.Log(e.waitEvent("g-*", "gang default/g incomplete: 12/16 members", func(name string) bool { return strings.HasPrefix(name, "g-") }))
 	// Within the backoff: once it ends the gang is placed, and nominated,
@@ -280,7 +251,7 @@ func TestReleasedGangMembersKeepNoNomination(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("released gang's members still bound or nominated: %v", held)
 	}
-	taint(false)
+	e.maintenance("n03", false)
 	bound := e.waitBound("g-", 16)
 	perNode := map[string]int{}
 	for _, n := range bound {
@@ -290,5 +261,23 @@ func TestReleasedGangMembersKeepNoNomination(t *testing.T) {
 		if perNode[n] != 4 {
 			t.Fatalf("16x2-GPU gang placed %v, want four members on each 8-GPU node", perNode)
 		}
+	}
+}
+
+// maintenance sets node's taints to a NoSchedule maintenance taint (on)
+// or to none.
+func (e *env) maintenance(node string, on bool) {
+	e.t.Helper()
+	ctx := e.t.Context()
+	n, err := e.c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n.Spec.Taints = nil
+	if on {
+		n.Spec.Taints = []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}
+	}
+	if _, err := e.c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
 	}
 }
