@@ -27,15 +27,7 @@ func TestWatchDRAMIGInstancesStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("watcher: %v", err)
-		}
-	}()
+	defer runWatcher(ctx, t, w)()
 	waitFor(t, "the slices' MIG instances stored", func(ctx context.Context) (bool, error) {
 		gpus, err := s.ListGPUs(ctx, "n0")
 		if err != nil {

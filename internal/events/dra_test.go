@@ -47,15 +47,7 @@ func TestWatchDRAClaimsAndSlices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("watcher: %v", err)
-		}
-	}()
+	defer runWatcher(ctx, t, w)()
 	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -107,15 +107,7 @@ func TestWatchSurvivesDroppedConnectionsWithoutDuplicates(t *testing.T) {
 			t.Fatal(err)
 		}
 		current = w
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- w.Run(runCtx) }()
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("watcher: %v", err)
-			}
-		}
+		return runWatcher(ctx, t, w)
 	}
 	stop := start()
 
@@ -213,5 +205,19 @@ func TestWatchSurvivesDroppedConnectionsWithoutDuplicates(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(parser.Collectors()[0]); n < 1 {
 		t.Errorf("unparsed messages counted %v, want >= 1", n)
+	}
+}
+
+// runWatcher runs w until ctx ends or the returned stop is called, which
+// waits for it to return and reports an error it returned.
+func runWatcher(ctx context.Context, t *testing.T, w *events.Watcher) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watcher: %v", err)
+		}
 	}
 }

@@ -119,15 +119,7 @@ func watchWorkloadAPI(t *testing.T) (*harness.Cluster, *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("watcher: %v", err)
-		}
-	})
+	t.Cleanup(runWatcher(context.Background(), t, w))
 	return c, s
 }
 
