@@ -89,6 +89,9 @@ type gang struct {
 	// answer for it was to hold.
 	tried time.Time
 	held  bool
+	// wakes counts the events that ended key's gate (Wake, wakeAll);
+	// admittedAt is its value when Gated last let the gang be tried.
+	wakes, admittedAt uint64
 }
 
 // Options configure a Manager.
@@ -421,9 +424,15 @@ const GateLimit = 5 * time.Minute
 // event this plugin registers wakes them. Gating the group at PreEnqueue
 // until such an event (Gated, Wake) puts it in the pool too, so both kinds
 // of gang wake on the same events and are ordered by the same queue sort.
+//
+// A wake seen after Gated let the gang in but before Tried may not be in
+// the snapshot the cycle runs on: the gang is then not recorded as tried,
+// so it is tried again rather than held with that wake lost.
 func (m *Manager) Tried(key string) {
 	m.mu.Lock()
-	m.gang(key).tried = m.now()
+	if g := m.gang(key); g.wakes == g.admittedAt {
+		g.tried = m.now()
+	}
 	m.mu.Unlock()
 }
 
@@ -439,6 +448,9 @@ func (m *Manager) Gated(key string) bool {
 		return false
 	}
 	g.held = !g.tried.IsZero() && !g.admitted && len(g.reserved) == 0 && m.now().Before(g.tried.Add(GateLimit))
+	if !g.held {
+		g.admittedAt = g.wakes
+	}
 	return g.held
 }
 
@@ -447,6 +459,7 @@ func (m *Manager) Wake(key string) {
 	m.mu.Lock()
 	if g := m.gangs[key]; g != nil {
 		g.tried = time.Time{}
+		g.wakes++
 	}
 	m.mu.Unlock()
 }
@@ -471,6 +484,7 @@ func (m *Manager) wakeAll() {
 	var held []string
 	for k, g := range m.gangs {
 		g.tried = time.Time{}
+		g.wakes++
 		if g.held {
 			held = append(held, k)
 		}
