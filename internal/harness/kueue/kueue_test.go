@@ -189,6 +189,23 @@ func (e *env) workload(name string) *kueueapi.Workload {
 	return &wl
 }
 
+// condition is the workload's condition of that type, nil while Kueue has
+// not written it or has not yet made the Workload: Kueue's job reconciler
+// creates it from the gang's pods a moment after they exist, so a wait that
+// starts right after the gang was submitted can see none.
+func (e *env) condition(name, conditionType string) *metav1.Condition {
+	e.t.Helper()
+	var wl kueueapi.Workload
+	err := e.k.Client.Get(e.t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &wl)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return apimeta.FindStatusCondition(wl.Status.Conditions, conditionType)
+}
+
 // bound lists the nodes of the gang's live members that are bound.
 func (e *env) bound(gang string) (nodes []string, live int) {
 	e.t.Helper()
@@ -316,7 +333,7 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 		t.Errorf("%s's Preempted condition filed under %s (waiting %v), want preemption", victim, f.Category, waiting)
 	}
 	e.waitFor(victim+" requeued, waiting for quota", func() bool {
-		qr := apimeta.FindStatusCondition(e.workload(victim).Status.Conditions, kueueapi.WorkloadQuotaReserved)
+		qr := e.condition(victim, kueueapi.WorkloadQuotaReserved)
 		return qr != nil && qr.Status == metav1.ConditionFalse
 	})
 	if nodes, live := e.bound(victim); len(nodes) != 0 || live != 2 {
@@ -548,7 +565,7 @@ func TestKueueQuotaThenCapacityThenRunning(t *testing.T) {
 	e.nextSecond()
 	e.gang("b2", "team-b", 1, nil)
 	e.waitFor("b2 pending for quota", func() bool {
-		qr := apimeta.FindStatusCondition(e.workload("b2").Status.Conditions, kueueapi.WorkloadQuotaReserved)
+		qr := e.condition("b2", kueueapi.WorkloadQuotaReserved)
 		return qr != nil && qr.Status == metav1.ConditionFalse
 	})
 	e.nextSecond()
@@ -560,7 +577,7 @@ func TestKueueQuotaThenCapacityThenRunning(t *testing.T) {
 	}
 	var reserved *metav1.Condition
 	e.waitFor("b2 admitted under team-b's raised quota", func() bool {
-		reserved = apimeta.FindStatusCondition(e.workload("b2").Status.Conditions, kueueapi.WorkloadQuotaReserved)
+		reserved = e.condition("b2", kueueapi.WorkloadQuotaReserved)
 		return reserved != nil && reserved.Status == metav1.ConditionTrue
 	})
 	var failed *corev1.Event
