@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,8 +17,18 @@ import (
 
 // JobsCSVHeader is the header of schedloop's own job CSV format. Only name,
 // arrival_s, duration_s and gpus_per_member are required; the rest default to
-// gang_size 1, priority 0, util DefaultUtil, outcome Succeeded.
-const JobsCSVHeader = "name,arrival_s,duration_s,gang_size,gpus_per_member,priority,queue,util,gpu_models,outcome,cpu_milli,memory_mib,gpu_milli"
+// gang_size 1, priority 0, util DefaultUtil, outcome Succeeded, no MIG
+// instances. A file without a column (one written before mig existed, say)
+// reads as if every cell of it were empty.
+//
+// mig holds the MIG instances each member asks for beside its whole GPUs:
+// '|'-separated <profile>:<count> entries, the profile as the device plugin
+// names it after nvidia.com/mig- ("1g.10gb:2|3g.40gb:1"). Empty asks for none.
+const JobsCSVHeader = "name,arrival_s,duration_s,gang_size,gpus_per_member,priority,queue,util,gpu_models,outcome,cpu_milli,memory_mib,gpu_milli,mig"
+
+// MaxMIGPerMember bounds the MIG instances one member asks for: seven to a
+// GPU at most, on MaxGPUsPerMember GPUs.
+const MaxMIGPerMember = 7 * MaxGPUsPerMember
 
 // ReadJobsCSV reads schedloop's job CSV format (see JobsCSVHeader). Times are
 // seconds from the start of the trace; gpu_models are separated by '|'.
@@ -93,10 +105,57 @@ func jobCSVRow(t *table) (Job, error) {
 	if s := t.str("outcome"); s != "" {
 		j.Outcome = Outcome(s)
 	}
+	if j.MIG, err = parseMIGCell(t.str("mig")); err != nil {
+		return j, t.errf("mig", "%v", err)
+	}
 	if err := j.Validate(); err != nil {
 		return j, fmt.Errorf("line %d: %w", t.line, err)
 	}
 	return j, nil
+}
+
+// parseMIGCell reads a mig cell ("1g.10gb:2|3g.40gb:1") into Job.MIG's
+// form, keyed by resource name; "" is nil. A profile given twice, a count
+// that is not a whole number in 0..MaxMIGPerMember, or a profile without
+// its "<n>g" slice count is refused with the entry that is wrong.
+func parseMIGCell(cell string) (map[string]int, error) {
+	if cell == "" {
+		return nil, nil
+	}
+	out := map[string]int{}
+	for entry := range strings.SplitSeq(cell, "|") {
+		profile, count, ok := strings.Cut(strings.TrimSpace(entry), ":")
+		profile, count = strings.TrimSpace(profile), strings.TrimSpace(count)
+		if !ok || profile == "" {
+			return nil, fmt.Errorf("%q is not <profile>:<count> (e.g. 1g.10gb:2)", entry)
+		}
+		if _, err := schedloop.MIGProfileSlices(profile); err != nil {
+			return nil, fmt.Errorf("%q: %w", entry, err)
+		}
+		n, err := strconv.Atoi(count)
+		if err != nil || n < 0 || n > MaxMIGPerMember {
+			return nil, fmt.Errorf("%q: count %q is not a whole number in 0..%d", entry, count, MaxMIGPerMember)
+		}
+		name := schedloop.MIGResourcePrefix + profile
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("profile %s given twice", profile)
+		}
+		out[name] = n
+	}
+	return out, nil
+}
+
+// migCell is the mig cell of counts, profiles in order, the form
+// parseMIGCell reads; counts keyed by anything but a MIG resource are
+// left out, as no instance answers to them.
+func migCell(counts map[string]int) string {
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(counts)) {
+		if p, ok := strings.CutPrefix(r, schedloop.MIGResourcePrefix); ok {
+			parts = append(parts, p+":"+strconv.Itoa(counts[r]))
+		}
+	}
+	return strings.Join(parts, "|")
 }
 
 // WriteJobsCSV writes jobs in schedloop's job CSV format; ReadJobsCSV reads it back.
@@ -105,13 +164,14 @@ func WriteJobsCSV(w io.Writer, jobs []Job) error {
 	b.WriteString(JobsCSVHeader + "\n")
 	f := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
 	for _, j := range jobs {
-		if strings.ContainsAny(j.Name+j.Queue+strings.Join(j.GPUModels, ""), ",\"\n") {
-			return fmt.Errorf("job %s: name, queue and gpu models must not hold commas, quotes or newlines", j.Name)
+		mig := migCell(j.MIG)
+		if strings.ContainsAny(j.Name+j.Queue+strings.Join(j.GPUModels, "")+mig, ",\"\n") {
+			return fmt.Errorf("job %s: name, queue, gpu models and MIG profiles must not hold commas, quotes or newlines", j.Name)
 		}
-		fmt.Fprintf(&b, "%s,%s,%s,%d,%d,%d,%s,%s,%s,%s,%d,%d,%d\n",
+		fmt.Fprintf(&b, "%s,%s,%s,%d,%d,%d,%s,%s,%s,%s,%d,%d,%d,%s\n",
 			j.Name, f(j.Arrival), f(j.Duration), j.Members, j.GPUs, j.Priority, j.Queue,
 			strconv.FormatFloat(j.Util, 'f', -1, 64), strings.Join(j.GPUModels, "|"), j.Outcome,
-			j.CPUMilli, j.MemoryMiB, j.GPUMilli)
+			j.CPUMilli, j.MemoryMiB, j.GPUMilli, mig)
 	}
 	_, err := w.Write(b.Bytes())
 	return err
@@ -136,6 +196,9 @@ type jobYAML struct {
 	Queue         string   `json:"queue,omitempty"`
 	Util          *float64 `json:"util,omitempty"`
 	Outcome       string   `json:"outcome,omitempty"`
+	// MIG is the MIG instances per member by profile, as the CSV's mig
+	// column gives them: {1g.10gb: 2}.
+	MIG map[string]int `json:"mig,omitempty"`
 }
 
 // ReadJobsYAML reads schedloop's job YAML format:
@@ -150,6 +213,7 @@ type jobYAML struct {
 //	  queue: research
 //	  util: 0.9        # 0 holds the GPUs idle; omitted = DefaultUtil
 //	  outcome: Failed  # omitted = Succeeded
+//	  mig: {1g.10gb: 2} # MIG instances per member by profile; omitted = none
 //
 // Unknown fields are errors.
 func ReadJobsYAML(r io.Reader) ([]Job, error) {
@@ -198,6 +262,12 @@ func (y jobYAML) job() (Job, error) {
 	}
 	if y.Outcome != "" {
 		j.Outcome = Outcome(y.Outcome)
+	}
+	for profile, n := range y.MIG {
+		if j.MIG == nil {
+			j.MIG = map[string]int{}
+		}
+		j.MIG[schedloop.MIGResourcePrefix+profile] = n
 	}
 	return j, j.Validate()
 }

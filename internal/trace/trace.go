@@ -100,6 +100,8 @@ func (j Job) Validate() error {
 			return fmt.Errorf("job %s: field mig[%s]: %w", j.Name, r, err)
 		case j.MIG[r] < 0:
 			return fmt.Errorf("job %s: field mig[%s]: %d is negative", j.Name, r, j.MIG[r])
+		case j.MIG[r] > MaxMIGPerMember:
+			return fmt.Errorf("job %s: field mig[%s]: %d is above %d", j.Name, r, j.MIG[r], MaxMIGPerMember)
 		}
 	}
 	return nil
