@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -289,20 +291,12 @@ func (h *hostEngine) InstanceDeviceIDs() map[dcgm.InstanceKey]string {
 	return out
 }
 
-// TestDRAMIGInstancesAttributedFromClaims runs the MIG node with its GPUs
-// handed out through DRA: each pod's claim asks class mig.nvidia.com for
-// one instance, the scheduler allocates it, and telemetry comes from the
-// host engine, which names no pod. Each instance's samples must reach the
-// pod whose claim holds it (the slice's MIG- UUID joined with the host
-// engine's), and the idle split must be the test's own count.
-func TestDRAMIGInstancesAttributedFromClaims(t *testing.T) {
+// runDRAMIGPods starts the scheduler and the pods of migUtils, each given
+// one MIG instance by its claim of class mig.nvidia.com, and waits until
+// they run.
+func runDRAMIGPods(t *testing.T, c *harness.Cluster) {
+	t.Helper()
 	ctx := t.Context()
-	c := harness.NewForTest(t, harness.Options{})
-	s := storetest.New(t)
-	nodes, err := c.AddNodes(ctx, []trace.Node{migNodeSpec}, harness.NodeOptions{DRA: true, NoExporters: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -325,6 +319,86 @@ func TestDRAMIGInstancesAttributedFromClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	waitRunning(t, c, len(migUtils))
+}
+
+// TestDRAMIGInstancesAttributedFromExporterLabels runs the MIG node with
+// its instances handed out through DRA and telemetry from its
+// dcgm-exporter, which prints each claimed instance with its claim, its
+// profile and its MIG- UUID (dra_mig_device_uuid). Each pod must be
+// attributed to its own instance, each claimed instance must be one
+// inventory row under its GPU joining the exporter's GPU_I_ID with the
+// ResourceSlice's MIG- UUID, and the idle split must be the test's own
+// count.
+func TestDRAMIGInstancesAttributedFromExporterLabels(t *testing.T) {
+	ctx := t.Context()
+	c := harness.NewForTest(t, harness.Options{})
+	s := storetest.New(t)
+	nodes, err := c.AddNodes(ctx, []trace.Node{migNodeSpec}, harness.NodeOptions{DRA: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDRAMIGPods(t, c)
+	var partitioned string
+	claimed := map[string]string{} // GPU_I_ID -> MIG- UUID of each instance a pod holds
+	for _, g := range nodes.GPUs(migNode) {
+		if g.Instance == "" {
+			continue
+		}
+		partitioned = g.UUID
+		if g.Pod != "" {
+			if g.DRA == nil {
+				t.Fatalf("instance %s held by %s without a claim", g.Instance, g.Pod)
+			}
+			claimed[g.Instance] = g.MIGUUID
+		}
+	}
+	if len(claimed) != len(migUtils) {
+		t.Fatalf("%d instances held, want %d", len(claimed), len(migUtils))
+	}
+	clk := newTraceClock()
+	uids := collectMIG(t, c, s, clk, collector.PipelineConfig{
+		Scraper: &dcgm.ExporterScraper{Targets: dcgm.StaticTargets([]string{nodes.ExporterURL(migNode)}), Now: clk.Now}})
+
+	inv, err := s.ListGPUs(ctx, migNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int{}
+	for _, g := range inv {
+		if want, ok := claimed[g.Instance]; ok && g.UUID == partitioned {
+			rows[g.Instance]++
+			if g.MIGUUID != want || g.MIGProfile != migProfile {
+				t.Errorf("inventory row of instance %s: %+v; want MIG UUID %s, profile %s", g.Instance, g, want, migProfile)
+			}
+		}
+		if g.MIGUUID != "" && g.Instance == "" && slices.Contains(slices.Collect(maps.Values(claimed)), g.MIGUUID) {
+			t.Errorf("claimed instance %s has a ResourceSlice row apart from its telemetry's: %+v", g.MIGUUID, g)
+		}
+	}
+	for id := range claimed {
+		if rows[id] != 1 {
+			t.Errorf("instance %s of %s: %d inventory rows, want 1 (inventory %+v)", id, partitioned, rows[id], inv)
+		}
+	}
+	checkMIGAccounting(t, s, clk, uids, partitioned)
+}
+
+// TestDRAMIGInstancesAttributedFromClaims runs the MIG node with its GPUs
+// handed out through DRA: each pod's claim asks class mig.nvidia.com for
+// one instance, the scheduler allocates it, and telemetry comes from the
+// host engine, which names no pod. Each instance's samples must reach the
+// pod whose claim holds it (the slice's MIG- UUID joined with the host
+// engine's), and the idle split must be the test's own count.
+func TestDRAMIGInstancesAttributedFromClaims(t *testing.T) {
+	ctx := t.Context()
+	c := harness.NewForTest(t, harness.Options{})
+	s := storetest.New(t)
+	nodes, err := c.AddNodes(ctx, []trace.Node{migNodeSpec}, harness.NodeOptions{DRA: true, NoExporters: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDRAMIGPods(t, c)
 	waitRunning(t, c, len(migUtils))
 	var partitioned string
 	for _, g := range nodes.GPUs(migNode) {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/resourceclaim"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/dra"
+	"github.com/schedloop/schedloop/internal/harness/exporter"
 	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/trace"
 )
@@ -127,6 +129,18 @@ func resourceSlices(m *machine, node *corev1.Node) []*resourcev1.ResourceSlice {
 		s.Spec.Pool.ResourceSliceCount = int64(len(out))
 	}
 	return out
+}
+
+// draDevice is how dcgm-exporter with DRA names device on node held by
+// r: its claim and the allocation's driver, pool and device; nil when no
+// claim of r holds it.
+func draDevice(r *podRun, key, node, device string) *exporter.DRADevice {
+	claim, ok := r.claimOf[device]
+	if !ok {
+		return nil
+	}
+	ns, _, _ := cache.SplitMetaNamespaceKey(key)
+	return &exporter.DRADevice{ClaimName: claim, ClaimNamespace: ns, Driver: dra.Driver, Pool: node, Device: device}
 }
 
 func counterSet(gpu int) string { return "gpu-" + strconv.Itoa(gpu) + "-counter-set" }
@@ -241,38 +255,43 @@ func podClaims(pod *corev1.Pod) (names []string, ok bool) {
 }
 
 // draDevices are the devices of this driver on node that pod's claims were
-// allocated, as the kubelet hands them to the plugin: every claim must be
-// allocated and reserved for the pod, or the pod waits.
-func (n *Nodes) draDevices(ctx context.Context, m *machine, pod *corev1.Pod) (gpus, mig []int, claims []*resourcev1.ResourceClaim, err error) {
+// allocated, as the kubelet hands them to the plugin, and the claim that
+// holds each, by device name: every claim must be allocated and reserved
+// for the pod, or the pod waits.
+func (n *Nodes) draDevices(ctx context.Context, m *machine, pod *corev1.Pod) (gpus, mig []int, claims []*resourcev1.ResourceClaim, claimOf map[string]string, err error) {
 	names, ok := podClaims(pod)
 	if !ok {
-		return nil, nil, nil, fmt.Errorf("pod %s/%s: ResourceClaim not created yet", pod.Namespace, pod.Name)
+		return nil, nil, nil, nil, fmt.Errorf("pod %s/%s: ResourceClaim not created yet", pod.Namespace, pod.Name)
 	}
 	for _, name := range names {
 		claim, err := n.client.ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		if claim.Status.Allocation == nil || !dra.ReservedFor(claim, string(pod.UID)) {
-			return nil, nil, nil, fmt.Errorf("ResourceClaim %s/%s: not allocated and reserved for pod %s", claim.Namespace, claim.Name, pod.Name)
+			return nil, nil, nil, nil, fmt.Errorf("ResourceClaim %s/%s: not allocated and reserved for pod %s", claim.Namespace, claim.Name, pod.Name)
 		}
 		claims = append(claims, claim)
 		for _, a := range dra.AllocatedDevices(claim) {
 			if a.Key.Driver != dra.Driver || a.Key.Pool != pod.Spec.NodeName {
 				continue
 			}
+			if claimOf == nil {
+				claimOf = map[string]string{}
+			}
+			claimOf[a.Key.Device] = claim.Name
 			if in, ok := m.migDevice[a.Key.Device]; ok {
 				mig = append(mig, in)
 				continue
 			}
 			i, ok := gpuIndex(a.Key.Device)
 			if !ok || i >= m.spec.GPUs {
-				return nil, nil, nil, fmt.Errorf("ResourceClaim %s/%s: device %s is not one this driver publishes on %s", claim.Namespace, claim.Name, a.Key.Device, m.spec.Name)
+				return nil, nil, nil, nil, fmt.Errorf("ResourceClaim %s/%s: device %s is not one this driver publishes on %s", claim.Namespace, claim.Name, a.Key.Device, m.spec.Name)
 			}
 			gpus = append(gpus, i)
 		}
 	}
-	return gpus, mig, claims, nil
+	return gpus, mig, claims, claimOf, nil
 }
 
 // markPrepared records in each claim's status that this driver's devices

@@ -131,6 +131,7 @@ func (n *Nodes) migGPUs(m *machine) []exporter.GPU {
 			if r := n.runs[in.holder]; r != nil {
 				ns, name, _ := cache.SplitMetaNamespaceKey(in.holder)
 				g.Pod, g.Namespace, g.Container = name, ns, r.container
+				g.DRA = draDevice(r, in.holder, m.spec.Name, migDeviceName(whole.Index, in))
 				g.Util, g.MemFraction = r.util, r.mem
 				whole.Util += r.util * share
 				whole.MemFraction += r.mem * share

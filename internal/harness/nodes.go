@@ -135,6 +135,9 @@ type podRun struct {
 	finishAt  time.Time // zero: runs until deleted
 	outcome   trace.Outcome
 	claims    []string // ResourceClaims whose devices the driver prepared
+	// claimOf names the claim holding each of the pod's DRA devices, by
+	// device name, for the exporter's DRA labels; nil without DRA.
+	claimOf map[string]string
 }
 
 // AddNodes registers nodes with the cluster, starts their exporters, the
@@ -269,6 +272,7 @@ func (n *Nodes) GPUs(node string) []exporter.GPU {
 			if r.alloc.Milli > held[i] {
 				ns, name, _ := cache.SplitMetaNamespaceKey(key)
 				g.Pod, g.Namespace, g.Container = name, ns, r.container
+				g.DRA = draDevice(r, key, node, GPUDeviceName(i))
 				held[i] = r.alloc.Milli
 			}
 			g.Util = min(g.Util+r.util*share, 1)
@@ -521,10 +525,11 @@ func (n *Nodes) admit(ctx context.Context, key string, pod *corev1.Pod) error {
 	if m.dra {
 		// As the kubelet does, the pod starts once its claims are allocated
 		// and reserved for it and the driver has prepared their devices.
-		gpus, mig, claims, err := n.draDevices(ctx, m, pod)
+		gpus, mig, claims, claimOf, err := n.draDevices(ctx, m, pod)
 		if err != nil {
 			return err
 		}
+		r.claimOf = claimOf
 		for _, c := range claims {
 			r.claims = append(r.claims, c.Name)
 		}

@@ -35,12 +35,27 @@ type GPU struct {
 	Instance, Profile string
 	// MIGUUID is a MIG instance's own UUID, as NVML and DCGM name it
 	// (DCGM_FI_DEV_UUID of the GPU instance entity) and NVIDIA's DRA
-	// driver publishes it. dcgm-exporter does not print it.
+	// driver publishes it. dcgm-exporter prints it (dra_mig_device_uuid)
+	// only on an instance a ResourceClaim holds, that is with DRA set.
 	MIGUUID string
 	// The pod holding the GPU; empty when the GPU is free.
 	Pod, Namespace, Container string
+	// DRA is the claim allocation that handed the device to Pod; nil when
+	// the device plugin did, or the device is free.
+	DRA *DRADevice
 	Util                      float64 // 0..1 while held; free GPUs are idle
 	MemFraction               float64 // share of the framebuffer in use while held
+}
+
+// DRADevice is a device as a ResourceClaim's allocation names it, which
+// dcgm-exporter run with KUBERNETES_ENABLE_DRA prints on the device's
+// series (dra_claim_name, dra_claim_namespace, dra_driver_name,
+// dra_pool_name, dra_device_name; NVIDIA/dcgm-exporter,
+// internal/pkg/transformation/const.go), and on a MIG instance's also its
+// profile and MIG- UUID (dra_mig_profile, dra_mig_device_uuid).
+type DRADevice struct {
+	ClaimName, ClaimNamespace string
+	Driver, Pool, Device      string
 }
 
 // Source reports the GPUs of a node.
@@ -250,6 +265,13 @@ func (e *Exporter) labels(g GPU) []*dto.LabelPair {
 	ls = append(ls, lp("DCGM_FI_DRIVER_VERSION", driverVersion))
 	if g.Pod != "" {
 		ls = append(ls, lp("container", g.Container), lp("namespace", g.Namespace), lp("pod", g.Pod))
+	}
+	if d := g.DRA; d != nil && g.Pod != "" {
+		ls = append(ls, lp("dra_claim_name", d.ClaimName), lp("dra_claim_namespace", d.ClaimNamespace),
+			lp("dra_driver_name", d.Driver), lp("dra_pool_name", d.Pool), lp("dra_device_name", d.Device))
+		if g.Instance != "" && g.MIGUUID != "" {
+			ls = append(ls, lp("dra_mig_profile", g.Profile), lp("dra_mig_device_uuid", g.MIGUUID))
+		}
 	}
 	return ls
 }

@@ -134,3 +134,45 @@ func TestMIGInstancesCarryTheirLabels(t *testing.T) {
 		t.Errorf("%d series carry GPU_I_ID, want 2 (the whole GPU carries none):\n%s", n, page.String())
 	}
 }
+
+// A device a ResourceClaim handed out carries the claim and the device as
+// the allocation names them, as dcgm-exporter prints them with DRA on; a
+// claimed MIG instance also its profile and MIG- UUID. A device the device
+// plugin handed out, and a free one, carry none of them.
+func TestDRADevicesCarryTheirClaim(t *testing.T) {
+	claim := func(name, device string) *DRADevice {
+		return &DRADevice{ClaimName: name, ClaimNamespace: "ml", Driver: "gpu.nvidia.com", Pool: "dra-node", Device: device}
+	}
+	src := fixedSource{
+		{Index: 0, UUID: "GPU-0000", Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559,
+			Pod: "train-0", Namespace: "ml", Container: "main", Util: 0.5, DRA: claim("train-0-gpu-x7", "gpu-0")},
+		{Index: 1, UUID: "GPU-0001", Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 11650, Instance: "3", Profile: "1g.10gb",
+			MIGUUID: "MIG-4b1ac2e4-0000-5000-8000-000000000003", Pod: "infer-0", Namespace: "ml", Container: "server", Util: 0.25,
+			DRA: claim("infer-0-mig", "gpu-1-mig-1g10gb-3")},
+		{Index: 1, UUID: "GPU-0001", Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 11650, Instance: "4", Profile: "1g.10gb",
+			MIGUUID: "MIG-4b1ac2e4-0000-5000-8000-000000000004"},
+		{Index: 2, UUID: "GPU-0002", Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559,
+			Pod: "plugin-0", Namespace: "ml", Container: "main", Util: 1},
+	}
+	var page bytes.Buffer
+	if err := New("dra-node", src).WithCounters("DCGM_FI_PROF_GR_ENGINE_ACTIVE").Write(&page); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-0000",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="dra-node",DCGM_FI_DRIVER_VERSION="` +
+			driverVersion + `",container="main",namespace="ml",pod="train-0",dra_claim_name="train-0-gpu-x7",dra_claim_namespace="ml",dra_driver_name="gpu.nvidia.com",dra_pool_name="dra-node",dra_device_name="gpu-0"} 0.5`,
+		`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="1",UUID="GPU-0001",pci_bus_id="00000000:28:00.0",device="nvidia1",modelName="NVIDIA A100-SXM4-80GB",Hostname="dra-node",GPU_I_PROFILE="1g.10gb",GPU_I_ID="3",DCGM_FI_DRIVER_VERSION="` +
+			driverVersion + `",container="server",namespace="ml",pod="infer-0",dra_claim_name="infer-0-mig",dra_claim_namespace="ml",dra_driver_name="gpu.nvidia.com",dra_pool_name="dra-node",dra_device_name="gpu-1-mig-1g10gb-3",dra_mig_profile="1g.10gb",dra_mig_device_uuid="MIG-4b1ac2e4-0000-5000-8000-000000000003"} 0.25`,
+		`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="1",UUID="GPU-0001",pci_bus_id="00000000:28:00.0",device="nvidia1",modelName="NVIDIA A100-SXM4-80GB",Hostname="dra-node",GPU_I_PROFILE="1g.10gb",GPU_I_ID="4",DCGM_FI_DRIVER_VERSION="` +
+			driverVersion + `"} 0`,
+		`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="2",UUID="GPU-0002",pci_bus_id="00000000:38:00.0",device="nvidia2",modelName="NVIDIA H100 80GB HBM3",Hostname="dra-node",DCGM_FI_DRIVER_VERSION="` +
+			driverVersion + `",container="main",namespace="ml",pod="plugin-0"} 1`,
+	} {
+		if !strings.Contains(page.String(), want+"\n") {
+			t.Errorf("page lacks\n%s\npage:\n%s", want, page.String())
+		}
+	}
+	if n := strings.Count(page.String(), "dra_claim_name="); n != 2 {
+		t.Errorf("%d series name a claim, want the two claimed devices':\n%s", n, page.String())
+	}
+}
