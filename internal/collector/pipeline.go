@@ -35,7 +35,8 @@ type PipelineConfig struct {
 	// is hooked to it unless it has an Inventory callback already.
 	Scraper *dcgm.ExporterScraper
 	// Sources are further telemetry sources (a DCGM host engine), scraped
-	// on the same interval; SourcesStopped runs once every source has.
+	// on the same interval; SourcesStopped runs once every source has. A
+	// source that is a dcgm.InventoryReporter feeds the GPU inventory.
 	Sources        []Source
 	SourcesStopped func()
 	// ScrapeEvery is the pause between scrapes; default DefaultScrapeEvery.
@@ -146,6 +147,13 @@ func StartPipeline(ctx context.Context, cfg PipelineConfig) (*Pipeline, error) {
 		}
 	}
 	sources := slices.Clone(cfg.Sources)
+	for _, src := range sources {
+		// The host engine reports its GPUs and instances as the scraper
+		// reports its pages'.
+		if r, ok := src.(dcgm.InventoryReporter); ok {
+			r.SetInventory(p.Inventory.Observe)
+		}
+	}
 	if sc := cfg.Scraper; sc != nil {
 		if sc.Inventory == nil {
 			sc.Inventory = p.Inventory.Observe

@@ -3,6 +3,8 @@ package dcgm
 import (
 	"errors"
 	"time"
+
+	"github.com/schedloop/schedloop"
 )
 
 // HostEngineMode chooses how the go-dcgm source reaches DCGM.
@@ -55,3 +57,10 @@ var ErrDCGMNotInstalled = errors.New("DCGM is not installed on this node")
 // ErrBuiltWithoutCgo is returned (wrapped) by StartHostEngine in binaries
 // built with CGO_ENABLED=0, where go-dcgm cannot be linked.
 var ErrBuiltWithoutCgo = errors.New("built without cgo")
+
+// InventoryReporter is a Source that can report the GPUs and MIG instances
+// each Collect read, in the form the exporter scraper gives its pages'
+// (ExporterScraper.Inventory), so both feed the inventory alike.
+type InventoryReporter interface {
+	SetInventory(func(gpus []schedloop.GPU))
+}

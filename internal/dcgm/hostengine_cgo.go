@@ -51,6 +51,11 @@ type HostEngine struct {
 	instances     []hostInstance
 	instanceGroup *godcgm.GroupHandle
 	closeOnce     sync.Once
+	// api is go-dcgm, or a test's stand-in for it.
+	api dcgmAPI
+	// Inventory, when set, is told after each Collect the GPUs and MIG
+	// instances it read, as ExporterScraper.Inventory is after each page.
+	Inventory func(gpus []schedloop.GPU)
 }
 
 type hostGPU struct {
@@ -105,13 +110,26 @@ func StartHostEngine(cfg HostEngineConfig) (*HostEngine, error) {
 		}
 		return nil, fmt.Errorf("start DCGM (%s mode): %w", cfg.Mode, err)
 	}
-	h := &HostEngine{cfg: cfg, cleanup: cleanup}
-	if err := h.watch(); err != nil {
+	h, err := startWith(cfg, libDCGM{}, cleanup)
+	if err != nil {
 		cleanup()
 		return nil, err
 	}
 	return h, nil
 }
+
+// startWith makes the host engine on a connected api and starts watching;
+// cleanup is what Close calls last.
+func startWith(cfg HostEngineConfig, api dcgmAPI, cleanup func()) (*HostEngine, error) {
+	h := &HostEngine{cfg: cfg, cleanup: cleanup, api: api}
+	if err := h.watch(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// SetInventory implements InventoryReporter.
+func (h *HostEngine) SetInventory(f func(gpus []schedloop.GPU)) { h.Inventory = f }
 
 // isLibraryMissing recognises go-dcgm's dlopen failure, which it reports only
 // as text ("libdcgm.so.4 not found").
@@ -121,12 +139,12 @@ func isLibraryMissing(err error) bool {
 }
 
 func (h *HostEngine) watch() error {
-	ids, err := godcgm.GetSupportedDevices()
+	ids, err := h.api.GetSupportedDevices()
 	if err != nil {
 		return fmt.Errorf("list DCGM-supported GPUs: %w", err)
 	}
 	for _, id := range ids {
-		dev, err := godcgm.GetDeviceInfo(id)
+		dev, err := h.api.GetDeviceInfo(id)
 		if err != nil {
 			return fmt.Errorf("read DCGM device info of GPU %d: %w", id, err)
 		}
@@ -136,7 +154,7 @@ func (h *HostEngine) watch() error {
 		return err
 	}
 	name := "schedloop-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	h.fieldGroup, err = godcgm.FieldGroupCreate(name, hostEngineFields)
+	h.fieldGroup, err = h.api.FieldGroupCreate(name, hostEngineFields)
 	if err != nil {
 		return fmt.Errorf("create DCGM field group %s: %w", name, err)
 	}
@@ -145,31 +163,31 @@ func (h *HostEngine) watch() error {
 		interval = DefaultUpdateInterval
 	}
 	// Keep a few intervals of history so a late Collect still finds values.
-	if err := godcgm.WatchFieldsWithGroupEx(h.fieldGroup, godcgm.GroupAllGPUs(), interval.Microseconds(), 5*interval.Seconds(), 0); err != nil {
-		_ = godcgm.FieldGroupDestroy(h.fieldGroup)
+	if err := h.api.WatchFieldsWithGroupEx(h.fieldGroup, h.api.GroupAllGPUs(), interval.Microseconds(), 5*interval.Seconds(), 0); err != nil {
+		_ = h.api.FieldGroupDestroy(h.fieldGroup)
 		return fmt.Errorf("watch DCGM fields every %s: %w", interval, err)
 	}
 	if len(h.instances) == 0 {
 		return nil
 	}
-	group, err := godcgm.CreateGroup(name)
+	group, err := h.api.CreateGroup(name)
 	if err == nil {
 		h.instanceGroup = &group
 		for _, in := range h.instances {
-			if err = godcgm.AddEntityToGroup(group, godcgm.FE_GPU_I, in.entity); err != nil {
+			if err = h.api.AddEntityToGroup(group, godcgm.FE_GPU_I, in.entity); err != nil {
 				err = fmt.Errorf("add GPU instance %s of %s: %w", in.id, in.gpu.uuid, err)
 				break
 			}
 		}
 	}
 	if err == nil {
-		err = godcgm.WatchFieldsWithGroupEx(h.fieldGroup, group, interval.Microseconds(), 5*interval.Seconds(), 0)
+		err = h.api.WatchFieldsWithGroupEx(h.fieldGroup, group, interval.Microseconds(), 5*interval.Seconds(), 0)
 	}
 	if err != nil {
 		if h.instanceGroup != nil {
-			_ = godcgm.DestroyGroup(group)
+			_ = h.api.DestroyGroup(group)
 		}
-		_ = godcgm.FieldGroupDestroy(h.fieldGroup)
+		_ = h.api.FieldGroupDestroy(h.fieldGroup)
 		return fmt.Errorf("watch DCGM fields of %d MIG instances every %s: %w", len(h.instances), interval, err)
 	}
 	return nil
@@ -178,7 +196,7 @@ func (h *HostEngine) watch() error {
 // findInstances reads the MIG hierarchy and the profile name of each GPU
 // instance, as dcgm-exporter does for its GPU_I_PROFILE label.
 func (h *HostEngine) findInstances() error {
-	hierarchy, err := godcgm.GetGPUInstanceHierarchy()
+	hierarchy, err := h.api.GetGPUInstanceHierarchy()
 	if err != nil {
 		return fmt.Errorf("read DCGM's MIG hierarchy: %w", err)
 	}
@@ -193,7 +211,7 @@ func (h *HostEngine) findInstances() error {
 	if len(entities) > 0 {
 		// On a GPU instance, DCGM_FI_DEV_UUID reads the instance's own MIG-
 		// UUID.
-		values, err := godcgm.EntitiesGetLatestValues(entities, []godcgm.Short{godcgm.DCGM_FI_DEV_NAME, godcgm.DCGM_FI_DEV_UUID}, godcgm.DCGM_FV_FLAG_LIVE_DATA)
+		values, err := h.api.EntitiesGetLatestValues(entities, []godcgm.Short{godcgm.DCGM_FI_DEV_NAME, godcgm.DCGM_FI_DEV_UUID}, godcgm.DCGM_FV_FLAG_LIVE_DATA)
 		if err != nil {
 			return fmt.Errorf("read the profile names of %d MIG instances: %w", len(entities), err)
 		}
@@ -280,6 +298,13 @@ func (h *HostEngine) labels(gpu hostGPU, in *hostInstance) labelFunc {
 			if in != nil {
 				return in.profile
 			}
+		case labelDRAMIGDeviceUUID:
+			// The instance's own UUID, which dcgm-exporter prints only
+			// for a claimed instance, is known here for every one: it
+			// is what joins the instance to its ResourceSlice device.
+			if in != nil {
+				return in.device
+			}
 		}
 		return ""
 	}
@@ -295,7 +320,7 @@ func (h *HostEngine) Collect(ctx context.Context) ([]schedloop.GPUSample, error)
 		if err := ctx.Err(); err != nil {
 			return set.sorted(), err
 		}
-		values, err := godcgm.EntityGetLatestValues(godcgm.FE_GPU, g.id, hostEngineFields)
+		values, err := h.api.EntityGetLatestValues(godcgm.FE_GPU, g.id, hostEngineFields)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("read DCGM fields of GPU %d (%s): %w", g.id, g.uuid, err))
 			continue
@@ -309,12 +334,15 @@ func (h *HostEngine) Collect(ctx context.Context) ([]schedloop.GPUSample, error)
 		if err := ctx.Err(); err != nil {
 			return set.sorted(), err
 		}
-		values, err := godcgm.EntityGetLatestValues(godcgm.FE_GPU_I, in.entity, hostEngineFields)
+		values, err := h.api.EntityGetLatestValues(godcgm.FE_GPU_I, in.entity, hostEngineFields)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("read DCGM fields of MIG instance %s of GPU %d (%s): %w", in.id, in.gpu.id, in.gpu.uuid, err))
 			continue
 		}
 		errs = append(errs, addValues(set, values, h.labels(in.gpu, in))...)
+	}
+	if h.Inventory != nil {
+		h.Inventory(set.inventory())
 	}
 	return set.sorted(), errors.Join(errs...)
 }
@@ -368,14 +396,16 @@ func (h *HostEngine) Close() error {
 	var err error
 	h.closeOnce.Do(func() {
 		if h.instanceGroup != nil {
-			if e := godcgm.DestroyGroup(*h.instanceGroup); e != nil {
+			if e := h.api.DestroyGroup(*h.instanceGroup); e != nil {
 				err = fmt.Errorf("destroy DCGM group of MIG instances: %w", e)
 			}
 		}
-		if e := godcgm.FieldGroupDestroy(h.fieldGroup); e != nil {
+		if e := h.api.FieldGroupDestroy(h.fieldGroup); e != nil {
 			err = errors.Join(err, fmt.Errorf("destroy DCGM field group: %w", e))
 		}
-		h.cleanup()
+		if h.cleanup != nil {
+			h.cleanup()
+		}
 	})
 	return err
 }

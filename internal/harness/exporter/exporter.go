@@ -42,9 +42,9 @@ type GPU struct {
 	Pod, Namespace, Container string
 	// DRA is the claim allocation that handed the device to Pod; nil when
 	// the device plugin did, or the device is free.
-	DRA *DRADevice
-	Util                      float64 // 0..1 while held; free GPUs are idle
-	MemFraction               float64 // share of the framebuffer in use while held
+	DRA         *DRADevice
+	Util        float64 // 0..1 while held; free GPUs are idle
+	MemFraction float64 // share of the framebuffer in use while held
 }
 
 // DRADevice is a device as a ResourceClaim's allocation names it, which
