@@ -46,7 +46,7 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 	if err != nil {
 		return tuneResult{}, err
 	}
-	if base.StartLatency, err = tuner.StartLatency(hist, w, base, tuner.FromDocument(current).Params); err != nil {
+	if base.StartLatency, err = tuner.StartLatency(ctx, hist, w, base, tuner.FromDocument(current).Params); err != nil {
 		return tuneResult{}, err
 	}
 	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles, changing %s; each start %v after its placement, the median wait of the jobs that had room",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/schedloop/schedloop/internal/eta"
@@ -29,6 +30,7 @@ func runETABacktest(ctx context.Context, args []string, _ func(string) string, s
 	policyName := fs.String("policy", "default", "the replay's policy: default (schedloop's default profile) or fifo (Helios's, no backfill)")
 	window := fs.Duration("window", eta.DefaultWindow, "the submissions this long before each asked one are what its replays draw later submissions from (0: none, the snapshot's jobs alone)")
 	each := fs.Bool("points", false, "print every submission asked about: actual wait, p10, p50, p90")
+	byVC := fs.Bool("by-vc", false, "also print the error and coverage of each VC's submissions")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,15 +81,25 @@ func runETABacktest(ctx context.Context, args []string, _ func(string) string, s
 	}
 	s := eta.Summarise(points)
 	if *each {
-		fmt.Fprintln(stdout, "job\tactual_s\tp10_s\tp50_s\tp90_s\tstate")
+		fmt.Fprintln(stdout, "job\tactual_s\tp10_s\tp50_s\tp90_s\tstate\thorizon_s")
 		for _, p := range points {
-			fmt.Fprintf(stdout, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%s\n", p.Job, p.Actual.Seconds(), p.P10.Seconds(), p.P50.Seconds(), p.P90.Seconds(), p.State)
+			fmt.Fprintf(stdout, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%.0f\n", p.Job, p.Actual.Seconds(), p.P10.Seconds(), p.P50.Seconds(), p.P90.Seconds(), p.State, p.Horizon.Seconds())
 		}
 	}
 	fmt.Fprintf(stdout, "wait estimates on the Helios experiment's window (%d VCs, load x%g), %s, run times predicted online: %d submissions of jobs that waited over %v, %d forward replays each, later submissions drawn from the last %v's; %s\n",
 		len(vcs), *load, policy.Name, s.Points, *minWait, *runs, *window, time.Since(started).Round(time.Second))
 	fmt.Fprintf(stdout, "median absolute error of the p50 estimate: %.1f%% of the actual wait\n", s.MedianAbsErrorPct)
 	fmt.Fprintf(stdout, "actual starts inside the p10..p90 interval: %.2f\n", s.IntervalCoverage)
+	fmt.Fprintf(stdout, "estimates whose p50 lay past the horizon later submissions are drawn to (a lower bound): %d\n", s.Censored)
+	if *byVC {
+		fmt.Fprintln(stdout, "vc\tpoints\tmedian_abs_error_pct\tinterval_coverage\tcensored")
+		for _, vc := range vcs {
+			vs := eta.Summarise(slices.DeleteFunc(slices.Clone(points), func(p eta.Point) bool { return p.Queue != vc.Name }))
+			if vs.Points > 0 {
+				fmt.Fprintf(stdout, "%s\t%d\t%.1f\t%.2f\t%d\n", vc.Name, vs.Points, vs.MedianAbsErrorPct, vs.IntervalCoverage, vs.Censored)
+			}
+		}
+	}
 	if *bench {
 		fmt.Fprintf(stdout, "BENCH eta_median_abs_error_pct %.1f %%\n", s.MedianAbsErrorPct)
 		fmt.Fprintf(stdout, "BENCH eta_interval_coverage %.2f ratio\n", s.IntervalCoverage)

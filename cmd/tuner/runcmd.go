@@ -263,7 +263,7 @@ func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guar
 		// stored for the dashboard, never applied.
 		cfg := base
 		cfg.Params = cur.Params()
-		qr, err := tuner.RecommendKueueQuota(w, cfg, now)
+		qr, err := tuner.RecommendKueueQuota(ctx, w, cfg, now)
 		if err != nil {
 			return rep, err
 		}

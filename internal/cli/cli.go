@@ -23,8 +23,19 @@ type RunFunc func(ctx context.Context, args []string, getenv func(string) string
 func Main(name string, run RunFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err = interrupted(ctx, err)
 	stop()
 	os.Exit(ExitCode(name, err, os.Stderr))
+}
+
+// interrupted says so when err is the work a signal cancelled stopping
+// (a replay, a backtest), so "context canceled" deep in a chain of causes
+// reads as what happened: the command was stopped before it finished.
+func interrupted(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted by a signal before finishing, nothing further was done: %w", err)
+	}
+	return err
 }
 
 // ExitCode reports err on stderr and maps it to an exit status.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -36,5 +37,24 @@ func TestSubcommandsAndExitCodes(t *testing.T) {
 	}
 	if code := ExitCode("tool", flag.ErrHelp, io.Discard); code != 0 {
 		t.Errorf("help exits %d, want 0", code)
+	}
+}
+
+func TestInterruptedWorkSaysSo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	work := fmt.Errorf("backtest: %w", context.Canceled)
+	if err := interrupted(ctx, work); err != work {
+		t.Errorf("before any signal: %v, want the error as it is", err)
+	}
+	cancel()
+	err := interrupted(ctx, work)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "interrupted by a signal") {
+		t.Errorf("after the signal: %v, want it said and still context.Canceled", err)
+	}
+	if code := ExitCode("tool", err, io.Discard); code != 1 {
+		t.Errorf("interrupted work exits %d, want 1", code)
+	}
+	if err := interrupted(ctx, nil); err != nil {
+		t.Errorf("work that finished anyway: %v, want nil", err)
 	}
 }

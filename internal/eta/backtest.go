@@ -28,6 +28,9 @@ type BacktestOptions struct {
 	// before each asked one are the arrivals its replays draw from. Zero
 	// means DefaultWindow; negative draws none.
 	Window time.Duration
+	// Progress, when set, hears after each submission asked about how
+	// many of how many are done.
+	Progress func(done, total int)
 }
 
 // DefaultMinWait: waits shorter than ten minutes are not what anyone asks
@@ -38,12 +41,21 @@ const DefaultMinWait = 10 * time.Minute
 // both measured from the submission.
 type Point struct {
 	Job           string
+	Queue         string
 	Actual        time.Duration
 	P10, P50, P90 time.Duration
 	State         State
 	// Finished is how many jobs had finished at the submission: below
 	// MinErrorSamples the estimate assumed DefaultErrors.
 	Finished int
+	// Horizon is the estimate's (Estimate.Horizon).
+	Horizon time.Duration
+}
+
+// Censored reports whether the estimate's median lies past its horizon
+// (Estimate.Censored).
+func (p Point) Censored() bool {
+	return Estimate{State: p.State, P50: p.P50, Horizon: p.Horizon}.Censored()
 }
 
 // AbsErrorPct is the median estimate's error relative to the actual wait.
@@ -69,7 +81,7 @@ func (p Point) Covered() bool {
 // snapshot, as they are not in a live one. cfg.RecordPlacements is set.
 func Backtest(ctx context.Context, c *sim.Cluster, jobs []sim.Job, cfg sim.Config, opt BacktestOptions) ([]Point, error) {
 	cfg.RecordPlacements = true
-	truth, err := sim.Run(c, jobs, cfg)
+	truth, err := sim.RunContext(ctx, c, jobs, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("backtest: %w", err)
 	}
@@ -105,7 +117,10 @@ func Backtest(ctx context.Context, c *sim.Cluster, jobs []sim.Job, cfg sim.Confi
 			return nil, fmt.Errorf("backtest: job %s at %v: %w", jobs[k].Name, at, err)
 		}
 		e := est[self]
-		points = append(points, Point{Job: jobs[k].Name, Actual: truth.Jobs[k].Start - at, P10: e.P10, P50: e.P50, P90: e.P90, State: e.State, Finished: finished})
+		points = append(points, Point{Job: jobs[k].Name, Queue: jobs[k].Queue, Actual: truth.Jobs[k].Start - at, P10: e.P10, P50: e.P50, P90: e.P90, State: e.State, Finished: finished, Horizon: e.Horizon})
+		if opt.Progress != nil {
+			opt.Progress(len(points), len(asked))
+		}
 	}
 	return points, nil
 }
@@ -181,6 +196,9 @@ type Summary struct {
 	Points            int
 	MedianAbsErrorPct float64
 	IntervalCoverage  float64
+	// Censored counts the points whose median lay past its horizon: their
+	// error is that of a lower bound.
+	Censored int
 }
 
 // Summarise reads the headline from points.
@@ -195,6 +213,9 @@ func Summarise(points []Point) Summary {
 		errs[i] = p.AbsErrorPct()
 		if p.Covered() {
 			covered++
+		}
+		if p.Censored() {
+			s.Censored++
 		}
 	}
 	slices.Sort(errs)

@@ -2,6 +2,7 @@ package eta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -78,5 +79,21 @@ func TestSummarise(t *testing.T) {
 	}
 	if z := Summarise(nil); z.Points != 0 || z.MedianAbsErrorPct != 0 {
 		t.Errorf("empty summary %+v", z)
+	}
+}
+
+// A backtest whose context is cancelled stops at once: it returns the
+// context's error, with no figures, and asks about no further submission.
+func TestBacktestStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done, total := 0, 0
+	points, err := Backtest(ctx, cluster(1, 8), queueing(150, 0.8), binpack, BacktestOptions{Seed: 1,
+		Progress: func(d, n int) { done, total = d, n; cancel() }})
+	if !errors.Is(err, context.Canceled) || points != nil {
+		t.Fatalf("cancelled backtest returned %d points and %v, want none and context.Canceled", len(points), err)
+	}
+	if done != 1 || total < 2 {
+		t.Errorf("it asked about %d of %d submissions, want it stopped after the first of several", done, total)
 	}
 }

@@ -129,6 +129,17 @@ type Estimate struct {
 	WaitsFor []string
 	// Reason explains a NeverFits or NotStarted state.
 	Reason string
+	// Horizon is how far ahead later submissions were drawn at most
+	// (drawBound; zero: none were drawn). A quantile past it is a start
+	// in a replay whose submissions stopped there: censored, the job is
+	// expected to start no earlier, and likely later.
+	Horizon time.Duration
+}
+
+// Censored reports whether the median start lies past the horizon later
+// submissions were drawn to: "not before P50" rather than "at P50".
+func (e Estimate) Censored() bool {
+	return e.State == Starts && e.Horizon > 0 && e.P50 > e.Horizon
 }
 
 // Forecast runs the snapshot forward opt.Runs times and returns an
@@ -165,6 +176,7 @@ func Forecast(ctx context.Context, snap Snapshot, opt Options) ([]Estimate, erro
 	u := draws(len(snap.Jobs)+1, runs, opt.Seed)
 	shared := u[len(snap.Jobs)*runs:]
 	results := make([]sim.Result, runs)
+	bound := drawBound(snap, base)
 	workers := min(cmp.Or(opt.Workers, runtime.GOMAXPROCS(0)), runs)
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -191,11 +203,12 @@ func Forecast(ctx context.Context, snap Snapshot, opt Options) ([]Estimate, erro
 				// pending job has not started within it: a job that
 				// waits a day meets a day of later jobs, and drawing
 				// them for every estimate would cost the short waits
-				// as much as the long.
-				for horizon := snap.Window / firstHorizonShare; ; horizon *= 2 {
+				// as much as the long. The horizon stops at bound
+				// (drawBound); a start past it is censored there.
+				for horizon := min(snap.Window/firstHorizonShare, bound); ; horizon = min(2*horizon, bound) {
 					jobs = futureArrivals(jobs[:len(base)], snap, errs, factor, horizon, opt.Seed, r)
-					res, err = sim.Run(snap.Cluster, jobs, cfg)
-					if err != nil || snap.Window <= 0 || len(snap.Arrivals) == 0 || horizon >= maxHorizonWindows*snap.Window || allStartedBy(res, waitedFor, horizon) {
+					res, err = sim.RunContext(ctx, snap.Cluster, jobs, cfg)
+					if err != nil || snap.Window <= 0 || len(snap.Arrivals) == 0 || horizon >= bound || allStartedBy(res, waitedFor, horizon) {
 						break
 					}
 				}
@@ -221,7 +234,11 @@ func Forecast(ctx context.Context, snap Snapshot, opt Options) ([]Estimate, erro
 	}
 	out := make([]Estimate, 0, len(pending))
 	for _, i := range pending {
-		out = append(out, summarise(snap, base, results, i))
+		e := summarise(snap, base, results, i)
+		if snap.Window > 0 && len(snap.Arrivals) > 0 {
+			e.Horizon = bound
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }
@@ -448,10 +465,44 @@ func allStartedBy(res sim.Result, pending []int, horizon time.Duration) bool {
 // most waits estimated are far shorter than the day a window holds.
 const firstHorizonShare = 8
 
-// maxHorizonWindows bounds the horizon arrivals are drawn to, in windows:
-// a job still waiting past it waits for what no later job changes (a
-// limit, a job that never ends), and drawing on would only cost.
-const maxHorizonWindows = 64
+// drawBound is as far ahead as later submissions are drawn: one window
+// past the instant a perfectly packed cluster would have worked off every
+// job of the snapshot (its predicted remaining GPU-time) while also
+// serving the submissions drawn meanwhile, at the window's rate of
+// predicted GPU-time, i.e. the snapshot's work over the capacity the
+// submissions leave spare (a fluid queue's busy period). By then nothing
+// the snapshot holds can keep a job waiting; one still waiting a whole
+// window of submissions later is held back by the submissions themselves
+// (ordered ahead of it, or backfilled into every gap it needs), and how
+// long depends on a lull that a window repeated cannot foresee. When the
+// drawn submissions alone fill the cluster the backlog never drains and
+// no horizon is enough: the bound is then the snapshot's work over the
+// whole capacity, plus the window. Its replays are censored at the bound
+// (Estimate.Horizon). A horizon doubled up to 64 windows instead replayed
+// weeks of an overloaded cluster's submissions for a backfill-starved
+// gang, and a backtest at three times Philly's load did not finish.
+func drawBound(snap Snapshot, base []sim.Job) time.Duration {
+	if snap.Window <= 0 || len(snap.Arrivals) == 0 {
+		return 0
+	}
+	capacity := float64(snap.Cluster.GPUMilli())
+	var work, rate float64
+	for i := range base {
+		// prepare left a running job's Predicted at what remains of it
+		// and a pending one's at DefaultRunTime when it had none.
+		work += float64(base[i].DemandMilli()) * float64(base[i].Predicted)
+	}
+	for i := range snap.Arrivals {
+		a := &snap.Arrivals[i]
+		rate += float64(a.DemandMilli()) * float64(cmp.Or(a.Predicted, DefaultRunTime))
+	}
+	rate /= float64(snap.Window)
+	spare := capacity - rate
+	if spare <= 0 {
+		spare = capacity
+	}
+	return snap.Window + bounded(work/spare)
+}
 
 // futureArrivals appends to jobs the jobs a replay draws as submitted
 // after the snapshot, up to horizon: the recent window's submissions

@@ -337,3 +337,40 @@ func TestForecastOfAskedJobIsUnchanged(t *testing.T) {
 		t.Errorf("asking about a running job: %v, want an error naming the field", err)
 	}
 }
+
+// Later submissions that alone fill the cluster starve a waiting job of
+// lower priority for as long as they come: the replays draw them only up
+// to the bound (a window past the snapshot's own work at the whole
+// capacity, as the backlog never drains) and the estimate says its start
+// is censored there, where a horizon doubled to 64 windows replayed weeks.
+func TestForecastCensorsAStarvedJobAtTheBound(t *testing.T) {
+	arrivals := hourly()
+	for i := range arrivals {
+		arrivals[i].Predicted = 2 * time.Hour // twice the node's capacity
+	}
+	snap := Snapshot{Cluster: cluster(1, 8), Config: binpack, Arrivals: arrivals, Window: 24 * time.Hour, Jobs: []Job{
+		runningJob("r", 8, 10*time.Hour, 0, "a"),
+		pendingJob("low", 1, 8, time.Hour, 0),
+	}}
+	got, err := Forecast(context.Background(), snap, Options{Errors: exact(t), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8 GPUs for 10h and 8 for 1h over 8 GPUs, plus the window.
+	e := got[0]
+	if want := 24*time.Hour + 11*time.Hour; e.Horizon != want {
+		t.Errorf("horizon %v, want %v", e.Horizon, want)
+	}
+	if e.State != Starts || !e.Censored() || e.P10 < e.Horizon {
+		t.Errorf("starved job: %s %v..%v..%v, horizon %v; want every start past the horizon, censored", e.State, e.P10, e.P50, e.P90, e.Horizon)
+	}
+	snap.Arrivals = hourly() // half the capacity: the backlog drains
+	got, err = Forecast(context.Background(), snap, Options{Errors: exact(t), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same 88 GPU-hours over the 4 GPUs the submissions leave spare.
+	if e := got[0]; e.Horizon != 24*time.Hour+22*time.Hour || e.Censored() {
+		t.Errorf("job delayed by submissions that leave half the node: %v..%v..%v, horizon %v; want horizon 46h, not censored", e.P10, e.P50, e.P90, e.Horizon)
+	}
+}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"time"
@@ -61,7 +62,7 @@ const maxKueuePasses = 4
 // quota replay runs again with each job's hold taken from the last
 // placement (its end less its admission; a job never placed holds it to
 // the placement's last end), up to maxKueuePasses.
-func runBehindKueue(c *Cluster, jobs []Job, cfg Config) (Result, error) {
+func runBehindKueue(ctx context.Context, c *Cluster, jobs []Job, cfg Config) (Result, error) {
 	front := *cfg.Kueue
 	cfg.Kueue = nil
 	for _, j := range jobs {
@@ -77,7 +78,7 @@ func runBehindKueue(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 	}
 	var out Result
 	for pass := 1; ; pass++ {
-		res, index, admitted, quota, err := placeBehindKueue(c, jobs, cfg, front, hold)
+		res, index, admitted, quota, err := placeBehindKueue(ctx, c, jobs, cfg, front, hold)
 		if err != nil {
 			return Result{}, err
 		}
@@ -103,7 +104,7 @@ func runBehindKueue(c *Cluster, jobs []Job, cfg Config) (Result, error) {
 // placeBehindKueue is one pass of runBehindKueue: the quota replay with
 // each job holding its quota for hold[name] once admitted, then the
 // placement of what it admitted. index maps the placed jobs to jobs.
-func placeBehindKueue(c *Cluster, jobs []Job, cfg Config, front KueueFront, hold map[string]time.Duration) (Result, []int, map[string]time.Duration, kueuereplay.Result, error) {
+func placeBehindKueue(ctx context.Context, c *Cluster, jobs []Job, cfg Config, front KueueFront, hold map[string]time.Duration) (Result, []int, map[string]time.Duration, kueuereplay.Result, error) {
 	// The replay's clock starts at 0; kueuereplay's is wall time from an
 	// arbitrary origin, the same for every workload.
 	var origin time.Time
@@ -142,7 +143,7 @@ func placeBehindKueue(c *Cluster, jobs []Job, cfg Config, front KueueFront, hold
 		placed = append(placed, j)
 		index = append(index, i)
 	}
-	res, err := Run(c, placed, cfg)
+	res, err := RunContext(ctx, c, placed, cfg)
 	if err != nil {
 		return Result{}, nil, nil, kueuereplay.Result{}, err
 	}

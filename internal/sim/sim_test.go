@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -258,5 +261,43 @@ func TestReplayStopsOnceTheFirstJobsStarted(t *testing.T) {
 		if got.State != want[i].State || got.Start != want[i].Start || got.End != want[i].End {
 			t.Errorf("%s: %s from %v to %v, want %s from %v to %v", jobs[i].Name, got.State, got.Start, got.End, want[i].State, want[i].Start, want[i].End)
 		}
+	}
+}
+
+// cancelOnFirstEnd cancels its context when the replay's first job ends
+// and counts the ends it hears.
+type cancelOnFirstEnd struct {
+	cancel context.CancelFunc
+	ends   int
+}
+
+func (c *cancelOnFirstEnd) Predict(j *Job, _ time.Duration) time.Duration { return j.Duration }
+func (c *cancelOnFirstEnd) Observe(*Job, time.Duration, time.Duration) {
+	c.ends++
+	c.cancel()
+}
+
+// A replay whose context is cancelled midway stops there: it returns the
+// context's error, not a result, having played only the instants up to
+// its next look at the context.
+func TestReplayStopsWhenCancelled(t *testing.T) {
+	var jobs []Job
+	for i := 0; i < 20*cancelCheckEvery; i++ {
+		jobs = append(jobs, job(fmt.Sprintf("j%d", i), i, 10, 1, 8))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := &cancelOnFirstEnd{cancel: cancel}
+	binpack := scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}
+	_, err := RunContext(ctx, cluster(1, 8), jobs, Config{Params: binpack, Predictor: p})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled replay returned %v, want context.Canceled", err)
+	}
+	// Each instant ends at most one job here (one node, one job at a time).
+	if p.ends == 0 || p.ends > cancelCheckEvery {
+		t.Errorf("%d of %d jobs ended before the replay stopped, want 1..%d", p.ends, len(jobs), cancelCheckEvery)
+	}
+	if _, err := RunContext(ctx, cluster(1, 8), jobs[:1], Config{Params: binpack}); !errors.Is(err, context.Canceled) {
+		t.Errorf("replay under a cancelled context returned %v, want context.Canceled", err)
 	}
 }

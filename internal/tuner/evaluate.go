@@ -118,7 +118,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, c Candidate) (Evaluation, erro
 			rc := cfg
 			// A predictor learns as its replay goes, so each replay has its own.
 			rc.Predictor = newHistoryPredictor()
-			res, err := sim.Run(e.cluster, e.replays[k], rc)
+			res, err := sim.RunContext(ctx, e.cluster, e.replays[k], rc)
 			out.PerReplay[k], errs[k] = ValuesOf(res.Metrics), err
 			if k == 0 && err == nil {
 				out.Prediction = predictionAccuracy(e.replays[k], res)

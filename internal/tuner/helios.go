@@ -316,7 +316,7 @@ func RunHelios(ctx context.Context, w HeliosWorkload, p HeliosPolicy, until time
 			}
 			cfg.HighPriority = highPriority
 			cfg.Preemption = p.Preemption
-			res, err := sim.Run(vc.cluster(), jobs, cfg)
+			res, err := sim.RunContext(ctx, vc.cluster(), jobs, cfg)
 			results[i] = vcRes{jobs: jobs, res: res, err: err}
 		}()
 	}

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,7 +21,7 @@ import (
 // before and after them, for the mean wait to start as evidence beside
 // Kueue's own time waiting for quota. The proposal is published for an
 // operator to apply (its Patch); nothing here writes to a cluster.
-func RecommendKueueQuota(w Workload, base sim.Config, now time.Time) (schedloop.KueueQuotaRecommendation, error) {
+func RecommendKueueQuota(ctx context.Context, w Workload, base sim.Config, now time.Time) (schedloop.KueueQuotaRecommendation, error) {
 	if w.Kueue == nil {
 		return schedloop.KueueQuotaRecommendation{}, errors.New("kueue quota: no Kueue in front of the workload (no ClusterQueues stored)")
 	}
@@ -63,7 +64,7 @@ func RecommendKueueQuota(w Workload, base sim.Config, now time.Time) (schedloop.
 		front.Cohort = cohort
 		cfg := base
 		cfg.Kueue = &front
-		res, err := sim.Run(w.Cluster, w.Jobs, cfg)
+		res, err := sim.RunContext(ctx, w.Cluster, w.Jobs, cfg)
 		if err != nil {
 			return schedloop.KueueQuotaRecommendation{}, fmt.Errorf("kueue quota replay: %w", err)
 		}

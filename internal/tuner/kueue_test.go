@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"strings"
@@ -129,7 +130,7 @@ func TestRecommendKueueQuota(t *testing.T) {
 		w.Cluster.Nodes = append(w.Cluster.Nodes, scoring.NewNode(string(rune('a'+i)), "H100", 8, 64000, 1<<20, "rack-0"))
 	}
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	rec, err := RecommendKueueQuota(w, sim.Config{Params: scoring.DefaultParams()}, now)
+	rec, err := RecommendKueueQuota(context.Background(), w, sim.Config{Params: scoring.DefaultParams()}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestRecommendKueueQuota(t *testing.T) {
 	if !strings.Contains(rec.Patch, "kubectl patch clusterqueue team-b") || !rec.Created.Equal(now) {
 		t.Errorf("patch %q created %v: want team-b's patch, created now", rec.Patch, rec.Created)
 	}
-	if _, err := RecommendKueueQuota(Workload{Jobs: jobs}, sim.Config{}, now); err == nil {
+	if _, err := RecommendKueueQuota(context.Background(), Workload{Jobs: jobs}, sim.Config{}, now); err == nil {
 		t.Error("a recommendation without Kueue in front; want an error")
 	}
 }

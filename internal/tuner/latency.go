@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 // second and moves nothing; replayed at a compressed clock (the demo's), it
 // is multiplied into minutes of trace time, and a replay without it
 // predicts every start early.
-func StartLatency(hist []schedloop.Job, w Workload, base sim.Config, p scoring.Params) (time.Duration, error) {
+func StartLatency(ctx context.Context, hist []schedloop.Job, w Workload, base sim.Config, p scoring.Params) (time.Duration, error) {
 	waits := make(map[string]time.Duration, len(hist))
 	for _, j := range hist {
 		if b := Began(j); !b.IsZero() {
@@ -34,7 +35,7 @@ func StartLatency(hist []schedloop.Job, w Workload, base sim.Config, p scoring.P
 		return 0, nil
 	}
 	base.StartLatency = 0
-	res, err := replayWhole(w, base, FitPredictor(w.Jobs), p)
+	res, err := replayWhole(ctx, w, base, FitPredictor(w.Jobs), p)
 	if err != nil {
 		return 0, err
 	}

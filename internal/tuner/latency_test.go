@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func TestStartLatency(t *testing.T) {
 	w := Workload{Cluster: &sim.Cluster{Depth: 1, Nodes: []*scoring.Node{scoring.NewNode("n", "A100", 8, 64000, 1<<20, "rack-0")}},
 		Jobs: JobsFromHistory(hist, t0, until, 1)}
 	p := scoring.Params{Weights: scoring.Weights{scoring.TermSpread: 1}}
-	got, err := StartLatency(hist, w, sim.Config{}, p)
+	got, err := StartLatency(context.Background(), hist, w, sim.Config{}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestStartLatency(t *testing.T) {
 		t.Errorf("start latency %v, want %v (the median of 0.2, 0.4 and 0.9 s)", got, want)
 	}
 	// Replayed with it, a job with room waits the latency.
-	res, err := replayWhole(w, sim.Config{StartLatency: got}, FitPredictor(w.Jobs), p)
+	res, err := replayWhole(context.Background(), w, sim.Config{StartLatency: got}, FitPredictor(w.Jobs), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestStartLatency(t *testing.T) {
 		t.Errorf("c started %v after arriving, want %v", o.Start-w.Jobs[2].Arrival, got)
 	}
 	// No job with room: no estimate.
-	if got, err := StartLatency(hist[:0], Workload{Cluster: w.Cluster}, sim.Config{}, p); err != nil || got != 0 {
+	if got, err := StartLatency(context.Background(), hist[:0], Workload{Cluster: w.Cluster}, sim.Config{}, p); err != nil || got != 0 {
 		t.Errorf("empty history: %v, %v; want 0", got, err)
 	}
 }

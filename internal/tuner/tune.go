@@ -125,7 +125,7 @@ func Tune(ctx context.Context, in Input) (Report, error) {
 	r.Decision = in.Guard.Decide(r.HeldOut, best.Key() != cur.Key())
 	table := FitPredictor(in.Workload.Jobs)
 	r.Predictor = &table
-	if r.Window, err = windowComparison(in.Objective, in.Workload, in.Base, table, cur, best); err != nil {
+	if r.Window, err = windowComparison(ctx, in.Objective, in.Workload, in.Base, table, cur, best); err != nil {
 		return Report{}, err
 	}
 	r.ElapsedS = in.Now().Sub(start).Seconds()
@@ -134,10 +134,10 @@ func Tune(ctx context.Context, in Input) (Report, error) {
 
 // windowComparison replays the whole workload once under cur and under
 // best, each predicting from table as the scheduler will.
-func windowComparison(o Objective, w Workload, base sim.Config, table predict.Table, cur, best Candidate) (Comparison, error) {
+func windowComparison(ctx context.Context, o Objective, w Workload, base sim.Config, table predict.Table, cur, best Candidate) (Comparison, error) {
 	var ev [2]Evaluation
 	for i, c := range []Candidate{cur, best} {
-		res, err := replayWhole(w, base, table, c.Params)
+		res, err := replayWhole(ctx, w, base, table, c.Params)
 		if err != nil {
 			return Comparison{}, err
 		}
@@ -148,14 +148,14 @@ func windowComparison(o Objective, w Workload, base sim.Config, table predict.Ta
 
 // replayWhole replays the whole workload once under p, predicting from
 // table as the scheduler will.
-func replayWhole(w Workload, base sim.Config, table predict.Table, p scoring.Params) (sim.Result, error) {
+func replayWhole(ctx context.Context, w Workload, base sim.Config, table predict.Table, p scoring.Params) (sim.Result, error) {
 	pr, err := predict.FromTable(table)
 	if err != nil {
 		return sim.Result{}, fmt.Errorf("window replay: %w", err)
 	}
 	cfg := base
 	cfg.Params, cfg.Workload, cfg.Predictor, cfg.Kueue = p.Clone(), scoring.TypicalWorkload(sim.Requests(w.Jobs), 0.95), TablePredictor{P: pr}, w.Kueue
-	res, err := sim.Run(w.Cluster, w.Jobs, cfg)
+	res, err := sim.RunContext(ctx, w.Cluster, w.Jobs, cfg)
 	if err != nil {
 		return sim.Result{}, fmt.Errorf("window replay: %w", err)
 	}
