@@ -13,8 +13,10 @@ package etaserve
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -49,6 +51,22 @@ type Service struct {
 	mu       sync.Mutex
 	last     Answer
 	lastMade time.Time
+
+	// model is the predictor and error model last learned, with the
+	// finished jobs they were learned from (modelFor).
+	modelMu sync.Mutex
+	model   *learned
+	// modelBuilds counts the models learned, for the tests.
+	modelBuilds int
+}
+
+// learned is what the stored history teaches: the predictor and the
+// error model, and the finished jobs they came from (key).
+type learned struct {
+	key      uint64
+	pred     *predict.Predictor
+	errs     eta.ErrorModel
+	finished int
 }
 
 // InputError is a what-if asked wrongly: the field and what is wrong.
@@ -226,8 +244,14 @@ func (s *Service) build(ctx context.Context, c Change) (snapshot, error) {
 	if err != nil {
 		return snapshot{}, err
 	}
-	pred, obs, err := learn(history, now)
-	if err != nil {
+	done := finishedJobs(history, now)
+	key := historyKey(done)
+	m := s.cachedModel(key)
+	var pred *predict.Predictor
+	var obs []eta.Observation
+	if m != nil {
+		pred = m.pred
+	} else if pred, obs, err = learn(done, now); err != nil {
 		return snapshot{}, err
 	}
 	open, err := s.Store.OpenJobs(ctx, since)
@@ -251,12 +275,14 @@ func (s *Service) build(ctx context.Context, c Change) (snapshot, error) {
 		began := cmp.Or(oj.Admitted, oj.Started)
 		switch {
 		case !began.IsZero() && len(oj.Nodes) >= j.Members:
+			ej.RunningOn, ej.Elapsed = oj.Nodes[:j.Members], max(now.Sub(began), 0)
+			// Measured whether drained or not: a what-if changes the
+			// cluster, not the predictor's error.
+			obs = append(obs, eta.Observation{Predicted: j.Predicted, Ran: ej.Elapsed, Began: began.Sub(now)})
 			if slices.ContainsFunc(oj.Nodes, func(n string) bool { return drained[n] }) {
 				// Drained with its node: it is not part of the changed cluster.
 				continue
 			}
-			ej.RunningOn, ej.Elapsed = oj.Nodes[:j.Members], max(now.Sub(began), 0)
-			obs = append(obs, eta.Observation{Predicted: j.Predicted, Ran: ej.Elapsed, Began: began.Sub(now)})
 			b.running++
 		case !began.IsZero():
 			// Members ended or are unknown: what it holds cannot be
@@ -268,13 +294,73 @@ func (s *Service) build(ctx context.Context, c Change) (snapshot, error) {
 		b.snap.Jobs = append(b.snap.Jobs, ej)
 		b.jobs = append(b.jobs, oj)
 	}
-	b.opt.Errors = eta.NewErrorModel(obs)
-	for _, o := range obs {
-		if o.Finished {
-			b.samples++
+	if m == nil {
+		m = &learned{key: key, pred: pred, errs: eta.NewErrorModel(obs), finished: len(done)}
+		s.keepModel(m)
+	}
+	b.opt.Errors, b.samples = m.errs, m.finished
+	return b, nil
+}
+
+// cachedModel is the model learned from the finished jobs key names, or
+// nil. Learning replays two weeks of finished jobs through the predictor
+// and measures its error over them (NewErrorModel alone takes tens of
+// milliseconds on a busy cluster's history), and the collector estimates
+// every minute and the API on each question, while the history changes
+// only when a job ends. The running jobs' observations in the kept model
+// are those of the instant it was learned: each says "ran at least this
+// long", which stays true, only less than the job has run by now; a job
+// started since would add an observation of a ratio near zero, which
+// leaves the Kaplan-Meier estimate as it is. The next job to end relearns
+// both.
+func (s *Service) cachedModel(key uint64) *learned {
+	s.modelMu.Lock()
+	defer s.modelMu.Unlock()
+	if s.model != nil && s.model.key == key {
+		return s.model
+	}
+	return nil
+}
+
+func (s *Service) keepModel(m *learned) {
+	s.modelMu.Lock()
+	defer s.modelMu.Unlock()
+	s.model = m
+	s.modelBuilds++
+}
+
+// historyKey names a set of finished jobs: each one's uid, start and end.
+// A job ending, or one leaving the history's window, changes it.
+func historyKey(done []schedloop.Job) uint64 {
+	h := fnv.New64a()
+	var buf [16]byte
+	for _, j := range done {
+		h.Write([]byte(j.UID))
+		binary.LittleEndian.PutUint64(buf[:8], uint64(tuner.Began(j).UnixNano()))
+		binary.LittleEndian.PutUint64(buf[8:], uint64(j.Finished.UnixNano()))
+		h.Write(buf[:])
+	}
+	return h.Sum64()
+}
+
+// finishedJobs are the jobs of history that had begun and ended by now,
+// in the order they ended: what the predictor learns from.
+func finishedJobs(history []schedloop.Job, now time.Time) []schedloop.Job {
+	// Sorted as indices: moving whole jobs about made the sort most of
+	// the cost of an estimate whose model is kept.
+	var order []int
+	for i := range history {
+		j := &history[i]
+		if !j.Finished.IsZero() && !j.Finished.After(now) && !tuner.Began(*j).IsZero() && j.Finished.Sub(tuner.Began(*j)) > 0 {
+			order = append(order, i)
 		}
 	}
-	return b, nil
+	slices.SortStableFunc(order, func(a, b int) int { return history[a].Finished.Compare(history[b].Finished) })
+	done := make([]schedloop.Job, len(order))
+	for k, i := range order {
+		done[k] = history[i]
+	}
+	return done
 }
 
 func (s *Service) answer(ctx context.Context, b snapshot) (Answer, error) {
@@ -328,28 +414,20 @@ func timeAt(at time.Time, d time.Duration) *time.Time {
 	return &t
 }
 
-// learn teaches a predictor from the finished jobs in the order they
-// finished, predicting each before observing it: the pairs are the error
-// the predictor makes on jobs it has not seen.
-func learn(history []schedloop.Job, now time.Time) (*predict.Predictor, []eta.Observation, error) {
+// learn teaches a predictor from the finished jobs (finishedJobs) in the
+// order they finished, predicting each before observing it: the pairs are
+// the error the predictor makes on jobs it has not seen.
+func learn(done []schedloop.Job, now time.Time) (*predict.Predictor, []eta.Observation, error) {
 	p, err := predict.New(predict.DefaultOptions())
 	if err != nil {
 		return nil, nil, err
 	}
-	var done []schedloop.Job
-	for _, j := range history {
-		if !j.Finished.IsZero() && !j.Finished.After(now) && !tuner.Began(j).IsZero() {
-			done = append(done, j)
-		}
-	}
-	slices.SortStableFunc(done, func(a, b schedloop.Job) int { return a.Finished.Compare(b.Finished) })
 	obs := make([]eta.Observation, 0, len(done))
+	// The predictor's decay is relative, so any origin before the history
+	// gives the same predictions.
 	origin := now.Add(-DefaultHistory * 10)
 	for _, j := range done {
 		ran := j.Finished.Sub(tuner.Began(j))
-		if ran <= 0 {
-			continue
-		}
 		f := features(j)
 		predicted, _ := p.Predict(f)
 		obs = append(obs, eta.Observation{Predicted: predicted, Ran: ran, Finished: true, Began: tuner.Began(j).Sub(now)})

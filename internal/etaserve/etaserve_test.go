@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,41 @@ func TestWhatIf(t *testing.T) {
 	}
 	if len(open) != 3 {
 		t.Errorf("%d open jobs after the what-ifs, want the 3 stored", len(open))
+	}
+}
+
+// The predictor and its error model are learned once per set of finished
+// jobs: a second estimate over the same history reuses them and answers
+// the same, and a job ending relearns them.
+func TestModelKeptUntilTheHistoryChanges(t *testing.T) {
+	st := seed(t)
+	ctx := context.Background()
+	s := service(st)
+	first, err := s.Pending(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Pending(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.modelBuilds != 1 {
+		t.Fatalf("two estimates over one history learned %d models, want 1", s.modelBuilds)
+	}
+	if !reflect.DeepEqual(first, again) {
+		t.Errorf("the kept model answered %+v, the first %+v", again, first)
+	}
+	start := now.Add(-3 * time.Hour)
+	ended := schedloop.Job{UID: "done-late", Namespace: "ml", Name: "train-late", Kind: schedloop.JobKindPod, Queue: "team", MinMember: 1, GPUsPerMember: 8,
+		Created: start, FirstScheduled: start, Admitted: start, Started: start, Finished: start.Add(2 * time.Hour), Phase: schedloop.PhaseSucceeded}
+	if err := st.UpsertJobs(ctx, []schedloop.Job{ended}); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := s.Pending(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.modelBuilds != 2 || changed.ErrorSamples != 31 {
+		t.Errorf("after a job ended: %d models learned, %d error samples; want 2 and 31", s.modelBuilds, changed.ErrorSamples)
 	}
 }
