@@ -119,11 +119,13 @@ func gatedMember(tmpl *corev1.Pod, gang string) *corev1.Pod {
 
 type gangReconciler struct {
 	client client.Client
-	clock  clock.Clock
+	// live reads the apiserver itself, not the manager's cache: see evict.
+	live  client.Reader
+	clock clock.Clock
 }
 
 func setupGangs(mgr ctrl.Manager) error {
-	r := &gangReconciler{client: mgr.GetClient(), clock: clock.RealClock{}}
+	r := &gangReconciler{client: mgr.GetClient(), live: mgr.GetAPIReader(), clock: clock.RealClock{}}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("schedloop-kueue-gang").
 		For(&kueueapi.Workload{}).
@@ -158,7 +160,7 @@ func (r *gangReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	if ev := apimeta.FindStatusCondition(wl.Status.Conditions, kueueapi.WorkloadEvicted); ev != nil &&
 		ev.Status == metav1.ConditionTrue && workload.HasQuotaReservation(&wl) {
-		return reconcile.Result{}, r.evict(ctx, &wl, live, ev)
+		return reconcile.Result{}, r.evict(ctx, &wl, ev)
 	}
 	succeeded := 0
 	for _, p := range live {
@@ -186,13 +188,34 @@ func (r *gangReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 }
 
 // evict stops the gang and gives its quota back, as Kueue's job reconciler
-// does for an evicted job: the members go, gated ones take their place, and
-// the reservation is released with the eviction's message, requeued when a
-// preemption caused it.
-func (r *gangReconciler) evict(ctx context.Context, wl *kueueapi.Workload, live []corev1.Pod, ev *metav1.Condition) error {
-	for i := range live {
-		if err := r.client.Delete(ctx, &live[i], client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("evict %s/%s: %w", live[i].Namespace, live[i].Name, err)
+// does for an evicted job: the members that were let in go, gated ones take
+// their place, and the reservation is released with the eviction's message,
+// requeued when a preemption caused it.
+//
+// It may run twice for one eviction: the pod changes it makes requeue the
+// Workload, and the next pass can read it from the cache before the
+// release below shows there. So the members are listed from the apiserver,
+// not the cache (which may not hold the gated members just made yet), and
+// only the gated members missing are made: a second pass finds the gang
+// already stopped and makes none, where it made a second set.
+func (r *gangReconciler) evict(ctx context.Context, wl *kueueapi.Workload, ev *metav1.Condition) error {
+	var pods corev1.PodList
+	if err := r.live.List(ctx, &pods, client.InNamespace(wl.Namespace),
+		client.MatchingLabels{podspec.LabelPodGroup: wl.Name}); err != nil {
+		return fmt.Errorf("list members of %s/%s: %w", wl.Namespace, wl.Name, err)
+	}
+	gated := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == AdmissionGate }) {
+			gated++
+			continue
+		}
+		if err := r.client.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("evict %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
 	tmpl := &corev1.Pod{
@@ -200,7 +223,7 @@ func (r *gangReconciler) evict(ctx context.Context, wl *kueueapi.Workload, live 
 			Labels: wl.Spec.PodSets[0].Template.Labels, Annotations: wl.Spec.PodSets[0].Template.Annotations},
 		Spec: wl.Spec.PodSets[0].Template.Spec,
 	}
-	for range wl.Spec.PodSets[0].Count {
+	for range int(wl.Spec.PodSets[0].Count) - gated {
 		if err := r.client.Create(ctx, gatedMember(tmpl, wl.Name)); err != nil {
 			return fmt.Errorf("recreate member of %s/%s: %w", wl.Namespace, wl.Name, err)
 		}
