@@ -571,11 +571,14 @@ func (n *Nodes) admit(ctx context.Context, key string, pod *corev1.Pod) error {
 	ip := n.podIP
 	n.mu.Unlock()
 
+	// Counted before the API shows it running, as the end is below: a
+	// reader that saw the pod run through the API must find it counted.
+	n.started.Add(1)
 	if err := n.patchStatus(ctx, pod, runningStatus(pod, now, ip)); err != nil {
+		n.started.Add(-1)
 		n.release(key)
 		return err
 	}
-	n.started.Add(1)
 	if !r.finishAt.IsZero() {
 		n.queue.AddAfter(key, time.Until(r.finishAt))
 	}
@@ -587,11 +590,15 @@ func (n *Nodes) finish(ctx context.Context, key string, pod *corev1.Pod, r *podR
 	// Free the devices before the API says the pod ended: the scheduler
 	// counts a terminal pod's GPUs as free at once, and a pod it binds in that
 	// instant must find them free here too, or it fails admission.
+	// Counted before the API says so too: a replay ends when it sees its
+	// last pod end, and its caller reads the count at once; counted after
+	// the write, the count could trail what the API already showed.
 	n.release(key)
+	n.finished.Add(1)
 	if err := n.patchStatus(ctx, pod, st); err != nil && !apierrors.IsNotFound(err) {
+		n.finished.Add(-1)
 		return err
 	}
-	n.finished.Add(1)
 	return nil
 }
 
