@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,7 +78,7 @@ type Player struct {
 	opts   Options
 
 	mu        sync.Mutex
-	templates map[int]bool          // GPU counts whose claim template exists
+	templates map[string]bool       // claim templates created, by name
 	results   map[string]*JobResult // by job name (Kubernetes form)
 	changed   chan struct{}         // closed and replaced when a result changes
 }
@@ -286,8 +287,8 @@ func (p *Player) submitWorkload(ctx context.Context, name string, j trace.Job) e
 }
 
 func (p *Player) createPods(ctx context.Context, name string, j trace.Job) error {
-	if r := sim.RequestOf(j); p.viaClaims(j) && r.GPUs > 0 && !r.Shared() {
-		if err := p.ensureTemplate(ctx, r.GPUs); err != nil {
+	for _, t := range p.claimTemplates(j) {
+		if err := p.ensureTemplate(ctx, t.tpl); err != nil {
 			return fmt.Errorf("job %s: %w", j.Name, err)
 		}
 	}
@@ -365,8 +366,8 @@ func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 	// podspec.ResourceGPUMilli, whole GPUs as podspec.ResourceGPU.
 	requests := podspec.Resources(sim.RequestOf(j))
 	res := corev1.ResourceList{} // extended resources must be limits too
-	for _, name := range []corev1.ResourceName{podspec.ResourceGPU, podspec.ResourceGPUMilli} {
-		if q, ok := requests[name]; ok {
+	for name, q := range requests {
+		if name == podspec.ResourceGPU || name == podspec.ResourceGPUMilli || strings.HasPrefix(string(name), podspec.ResourceMIGPrefix) {
 			res[name] = q
 		}
 	}
@@ -384,11 +385,11 @@ func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 			}},
 		},
 	}
-	if r := sim.RequestOf(j); p.viaClaims(j) && r.GPUs > 0 && !r.Shared() {
-		delete(requests, podspec.ResourceGPU)
-		delete(res, podspec.ResourceGPU)
-		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To(ClaimTemplateName(r.GPUs))}}
-		pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpus"}}
+	for _, t := range p.claimTemplates(j) {
+		delete(requests, t.replaces)
+		delete(res, t.replaces)
+		pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: t.claim, ResourceClaimTemplateName: ptr.To(t.tpl.Name)})
+		pod.Spec.Containers[0].Resources.Claims = append(pod.Spec.Containers[0].Resources.Claims, corev1.ResourceClaim{Name: t.claim})
 	}
 	if gang(j) && p.opts.GangAPI == podgroup.APIWorkload {
 		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(job)}
@@ -557,13 +558,13 @@ func (p *Player) viaClaims(j trace.Job) bool {
 	return p.opts.GPUClaims || p.opts.ClaimsFor != nil && p.opts.ClaimsFor(j)
 }
 
-// EnsureClaimTemplates creates the claim template of every GPU count the
-// jobs asking through claims need, for drivers that create pods themselves
-// (Pod).
+// EnsureClaimTemplates creates the claim template of every GPU count and
+// MIG profile the jobs asking through claims need, for drivers that create
+// pods themselves (Pod).
 func (p *Player) EnsureClaimTemplates(ctx context.Context) error {
 	for _, j := range p.jobs {
-		if r := sim.RequestOf(j); p.viaClaims(j) && r.GPUs > 0 && !r.Shared() {
-			if err := p.ensureTemplate(ctx, r.GPUs); err != nil {
+		for _, t := range p.claimTemplates(j) {
+			if err := p.ensureTemplate(ctx, t.tpl); err != nil {
 				return err
 			}
 		}
@@ -575,21 +576,62 @@ func (p *Player) EnsureClaimTemplates(ctx context.Context) error {
 // asks for gpus whole GPUs (Options.GPUClaims).
 func ClaimTemplateName(gpus int) string { return "schedloop-gpus-" + strconv.Itoa(gpus) }
 
-// ensureTemplate creates the claim template for gpus whole GPUs once.
-func (p *Player) ensureTemplate(ctx context.Context, gpus int) error {
+// MIGClaimTemplateName is the ResourceClaimTemplate through which a
+// member asks for count MIG instances of profile.
+func MIGClaimTemplateName(profile string, count int) string {
+	return "schedloop-mig-" + strings.ReplaceAll(profile, ".", "") + "-" + strconv.Itoa(count)
+}
+
+// podClaim is one claim a member of a job asking through claims holds:
+// the pod's name for it, its template, and the extended resource it
+// stands in for.
+type podClaim struct {
+	claim    string
+	tpl      *resourcev1.ResourceClaimTemplate
+	replaces corev1.ResourceName
+}
+
+// claimTemplates are the claims a member of j holds when j asks through
+// claims: its whole GPUs from NVIDIA's GPU class, and the MIG instances of
+// each profile from its MIG class, the profile picked by the attribute the
+// driver publishes. Shares are asked for as extended resources still.
+func (p *Player) claimTemplates(j trace.Job) []podClaim {
+	if !p.viaClaims(j) {
+		return nil
+	}
+	exact := func(name, request, class string, count int, selectors []resourcev1.DeviceSelector) *resourcev1.ResourceClaimTemplate {
+		return &resourcev1.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.opts.Namespace},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+				Requests: []resourcev1.DeviceRequest{{Name: request, Exactly: &resourcev1.ExactDeviceRequest{
+					DeviceClassName: class, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: int64(count),
+					Selectors: selectors,
+				}}},
+			}}},
+		}
+	}
+	var out []podClaim
+	r := sim.RequestOf(j)
+	if r.GPUs > 0 && !r.Shared() {
+		out = append(out, podClaim{claim: "gpus", tpl: exact(ClaimTemplateName(r.GPUs), "gpus", dra.ClassGPU, r.GPUs, nil), replaces: podspec.ResourceGPU})
+	}
+	named := r.NamedMIG()
+	for i, profile := range slices.Sorted(maps.Keys(named)) {
+		sel := []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+			Expression: fmt.Sprintf("device.attributes[%q].%s == %q", dra.Driver, dra.AttrProfile, profile)}}}
+		out = append(out, podClaim{claim: "mig-" + strconv.Itoa(i), tpl: exact(MIGClaimTemplateName(profile, named[profile]), "mig", dra.ClassMIG, named[profile], sel),
+			replaces: corev1.ResourceName(podspec.ResourceMIGPrefix + profile)})
+	}
+	return out
+}
+
+// ensureTemplate creates tpl once.
+func (p *Player) ensureTemplate(ctx context.Context, tpl *resourcev1.ResourceClaimTemplate) error {
 	p.mu.Lock()
-	done := p.templates[gpus]
+	done := p.templates[tpl.Name]
 	p.mu.Unlock()
 	if done {
 		return nil
-	}
-	tpl := &resourcev1.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: ClaimTemplateName(gpus), Namespace: p.opts.Namespace},
-		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "gpus", Exactly: &resourcev1.ExactDeviceRequest{
-				DeviceClassName: dra.ClassGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: int64(gpus),
-			}}},
-		}}},
 	}
 	_, err := p.client.ResourceV1().ResourceClaimTemplates(p.opts.Namespace).Create(ctx, tpl, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -597,9 +639,9 @@ func (p *Player) ensureTemplate(ctx context.Context, gpus int) error {
 	}
 	p.mu.Lock()
 	if p.templates == nil {
-		p.templates = map[int]bool{}
+		p.templates = map[string]bool{}
 	}
-	p.templates[gpus] = true
+	p.templates[tpl.Name] = true
 	p.mu.Unlock()
 	return nil
 }

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/podgroup"
@@ -107,5 +111,54 @@ func TestGangDeclaration(t *testing.T) {
 				t.Errorf("%s: Declare of a lone pod: %v", tc.api, err)
 			}
 		}
+	}
+}
+
+// TestMIGJobPods pins how a member asks for MIG instances: as the device
+// plugin's nvidia.com/mig-<profile> resources, limits equal to requests,
+// or, through claims, as one claim per profile of NVIDIA's MIG class, its
+// profile picked by the attribute the driver publishes, with the GPUs
+// through the GPU class beside it.
+func TestMIGJobPods(t *testing.T) {
+	clock, _ := harness.NewClock(1)
+	j := trace.Job{Name: "infer", Members: 1, GPUs: 1, Outcome: trace.Succeeded,
+		MIG: map[string]int{"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-3g.40gb": 1}}
+	plugin, err := New(nil, nil, []trace.Job{j}, Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := plugin.Pod("infer", 0, j).Spec.Containers[0].Resources
+	for name, want := range map[corev1.ResourceName]int64{"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-3g.40gb": 1} {
+		if q := res.Limits[name]; q.Value() != want {
+			t.Errorf("device plugin: limit %s = %v, want %d (limits %v)", name, q.String(), want, res.Limits)
+		}
+		if q := res.Requests[name]; q.Value() != want {
+			t.Errorf("device plugin: request %s = %v, want %d", name, q.String(), want)
+		}
+	}
+
+	claims, err := New(nil, nil, []trace.Job{j}, Options{Clock: clock, GPUClaims: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := claims.Pod("infer", 0, j)
+	for name := range pod.Spec.Containers[0].Resources.Limits {
+		if name == "nvidia.com/gpu" || strings.HasPrefix(string(name), "nvidia.com/mig-") {
+			t.Errorf("through claims: the pod still asks for %s as an extended resource", name)
+		}
+	}
+	var got []string
+	for _, c := range pod.Spec.ResourceClaims {
+		got = append(got, c.Name+"="+*c.ResourceClaimTemplateName)
+	}
+	want := []string{"gpus=schedloop-gpus-1", "mig-0=schedloop-mig-1g10gb-2", "mig-1=schedloop-mig-3g40gb-1"}
+	if !slices.Equal(got, want) || len(pod.Spec.Containers[0].Resources.Claims) != 3 {
+		t.Errorf("through claims: pod claims %v (container %v), want %v", got, pod.Spec.Containers[0].Resources.Claims, want)
+	}
+	tpls := claims.claimTemplates(j)
+	sel := tpls[2].tpl.Spec.Spec.Devices.Requests[0].Exactly
+	if sel.DeviceClassName != "mig.nvidia.com" || sel.Count != 1 || len(sel.Selectors) != 1 ||
+		sel.Selectors[0].CEL.Expression != `device.attributes["gpu.nvidia.com"].profile == "3g.40gb"` {
+		t.Errorf("3g.40gb claim template asks %+v", sel)
 	}
 }

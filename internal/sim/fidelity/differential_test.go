@@ -180,6 +180,8 @@ func describe(j trace.Job) string {
 		fmt.Fprintf(&b, "gang %dx%d GPUs", j.Members, j.GPUs)
 	case j.GPUMilli > 0:
 		fmt.Fprintf(&b, "share %d milli-GPU", j.GPUMilli)
+	case len(j.MIG) > 0:
+		fmt.Fprintf(&b, "MIG %v", trace.MIGProfiles(j.MIG))
 	default:
 		fmt.Fprintf(&b, "%d GPUs", j.GPUs)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/sim"
@@ -115,7 +116,10 @@ func TestDifferentialReservation(t *testing.T) {
 // their GPUs only through DRA, every other job asking through a claim
 // template and the rest as nvidia.com/gpu served by DRA, and requires the
 // agreement TestDifferential requires: schedloop's rules count GPUs handed
-// out through claims as the simulator counts GPUs. It plays policySeeds.
+// out through claims as the simulator counts GPUs. Part of the A100 nodes
+// also carry partitioned GPUs (withMIG), and some jobs ask for MIG
+// instances through claims of NVIDIA's MIG class, which the simulator
+// replays as instances of their profile. It plays policySeeds.
 func TestDifferentialDRA(t *testing.T) {
 	jobs := 60
 	if *diffJobs > 0 {
@@ -123,13 +127,82 @@ func TestDifferentialDRA(t *testing.T) {
 	}
 	for _, seed := range seeds() {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			sc := generate(seed, jobs, sharedRulesMix)
+			sc := withMIG(generate(seed, jobs, sharedRulesMix))
 			picked := map[string]bool{}
 			for i, j := range sc.jobs {
-				picked[j.Name] = i%2 == 0
+				// MIG instances are served through claims alone: a DRA
+				// node advertises no nvidia.com/mig-* resource.
+				picked[j.Name] = i%2 == 0 || len(j.MIG) > 0
 			}
 			sc.dra = func(j trace.Job) bool { return picked[j.Name] }
+			requireMIGJobsRun(t, sc)
 			requireAgreement(t, sc)
 		})
 	}
+}
+
+// requireMIGJobsRun fails t unless the simulator starts some of sc's MIG
+// jobs: agreement on jobs neither side runs would say nothing of the
+// rules that place MIG instances.
+func requireMIGJobsRun(t *testing.T, sc scenario) {
+	t.Helper()
+	res, err := sim.Run(sim.NewCluster(sc.inv), sim.JobsFromTrace(sc.jobs), replayConfig(t, sc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked, ran, pods := 0, 0, 0
+	for i, j := range sc.jobs {
+		if len(j.MIG) > 0 {
+			asked++
+			if res.Jobs[i].State == sim.Done {
+				ran++
+				pods += j.Members
+			}
+		}
+	}
+	t.Logf("seed %d: %d jobs ask for MIG instances; the simulator runs %d (%d pods)", sc.seed, asked, ran, pods)
+	if ran == 0 {
+		t.Fatalf("seed %d: no MIG job runs in the simulator", sc.seed)
+	}
+}
+
+// MIG profiles of the A100 40GB the DRA variant's partitioned GPUs are cut
+// into: seven 1g instances on one GPU, or two 3g ones and a 1g.
+const (
+	mig1g = "1g.5gb"
+	mig3g = "3g.20gb"
+)
+
+// withMIG gives every other A100 node of sc two partitioned GPUs beside
+// its whole ones (eight 1g.5gb and two 3g.20gb instances) and turns every
+// sixth lone job into an inference server asking for MIG instances: one or
+// two 1g instances, or one 3g, in its queue, on A100s.
+func withMIG(sc scenario) scenario {
+	small := 0
+	for i := range sc.inv.Nodes {
+		n := &sc.inv.Nodes[i]
+		if n.GPUModel != modelSmall {
+			continue
+		}
+		if small++; small%2 == 0 {
+			n.MIG = map[string]int{schedloop.MIGResourcePrefix + mig1g: 8, schedloop.MIGResourcePrefix + mig3g: 2}
+		}
+	}
+	lone := 0
+	for i := range sc.jobs {
+		j := &sc.jobs[i]
+		if j.Members != 1 || j.GPUMilli > 0 {
+			continue
+		}
+		if lone++; lone%6 != 0 {
+			continue
+		}
+		profile, count := mig1g, 1+lone/6%2
+		if lone%18 == 0 {
+			profile, count = mig3g, 1
+		}
+		j.GPUs, j.GPUModels, j.CPUMilli = 0, []string{modelSmall}, 1000
+		j.MIG = map[string]int{schedloop.MIGResourcePrefix + profile: count}
+	}
+	return sc
 }
