@@ -93,7 +93,10 @@ type Nodes struct {
 	mu       sync.Mutex
 	machines map[string]*machine
 	runs     map[string]*podRun // by pod key namespace/name
-	podIP    uint32
+	// ended holds the pods this runner ended, by pod key, until its lister
+	// shows them ended or gone: see sync.
+	ended map[string]*podEnd
+	podIP uint32
 
 	exporters map[string]*exporter.Exporter
 	queue     workqueue.TypedRateLimitingInterface[string]
@@ -121,6 +124,14 @@ type machine struct {
 	// migDevice maps the DRA device name of each instance to its index in
 	// mig (dra.go); nil on a node without DRA.
 	migDevice map[string]int
+}
+
+// podEnd is a pod the runner ended: the status it wrote, or must write
+// again if the write failed.
+type podEnd struct {
+	uid     types.UID
+	status  corev1.PodStatus
+	written bool
 }
 
 // podRun is what the runner knows of a pod it admitted.
@@ -157,6 +168,7 @@ func (c *Cluster) AddNodes(ctx context.Context, nodes []trace.Node, opts NodeOpt
 		client: c.Client, clock: clock, opts: opts,
 		machines:  make(map[string]*machine, len(nodes)),
 		runs:      map[string]*podRun{},
+		ended:     map[string]*podEnd{},
 		exporters: map[string]*exporter.Exporter{},
 		queue:     workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 	}
@@ -467,6 +479,7 @@ func (n *Nodes) sync(ctx context.Context, key string) error {
 	pod, err := n.lister.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		n.release(key)
+		n.forgetEnd(key)
 		return nil
 	}
 	if err != nil {
@@ -476,15 +489,20 @@ func (n *Nodes) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	n.mu.Lock()
-	r := n.runs[key]
+	r, end := n.runs[key], n.ended[key]
 	n.mu.Unlock()
 	if r != nil && r.uid != pod.UID {
 		n.release(key) // a new pod reuses the name
 		r = nil
 	}
+	if end != nil && end.uid != pod.UID {
+		n.forgetEnd(key)
+		end = nil
+	}
 	switch {
 	case pod.DeletionTimestamp != nil:
 		n.release(key)
+		n.forgetEnd(key)
 		err := n.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
 			GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID},
 		})
@@ -494,7 +512,14 @@ func (n *Nodes) sync(ctx context.Context, key string) error {
 		return nil
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
 		n.release(key)
+		n.forgetEnd(key)
 		return nil
+	case end != nil:
+		// Ended here, and the lister, behind the write, still shows it
+		// running: it must not be admitted again, as it was when this
+		// runner knew only the pods it ran (a DRA replay started 39 pods
+		// of 38, one twice, holding a node's GPUs after the replay).
+		return n.writeEnd(ctx, pod, end)
 	}
 	if r == nil {
 		return n.admit(ctx, key, pod)
@@ -586,20 +611,43 @@ func (n *Nodes) admit(ctx context.Context, key string, pod *corev1.Pod) error {
 }
 
 func (n *Nodes) finish(ctx context.Context, key string, pod *corev1.Pod, r *podRun) error {
-	st := terminatedStatus(pod, r, time.Now())
+	end := &podEnd{uid: pod.UID, status: terminatedStatus(pod, r, time.Now())}
 	// Free the devices before the API says the pod ended: the scheduler
 	// counts a terminal pod's GPUs as free at once, and a pod it binds in that
 	// instant must find them free here too, or it fails admission.
+	n.release(key)
+	n.mu.Lock()
+	n.ended[key] = end
+	n.mu.Unlock()
 	// Counted before the API says so too: a replay ends when it sees its
 	// last pod end, and its caller reads the count at once; counted after
 	// the write, the count could trail what the API already showed.
-	n.release(key)
 	n.finished.Add(1)
-	if err := n.patchStatus(ctx, pod, st); err != nil && !apierrors.IsNotFound(err) {
-		n.finished.Add(-1)
+	return n.writeEnd(ctx, pod, end)
+}
+
+// writeEnd writes the status of a pod this runner ended, until a write
+// goes through.
+func (n *Nodes) writeEnd(ctx context.Context, pod *corev1.Pod, end *podEnd) error {
+	n.mu.Lock()
+	written := end.written
+	n.mu.Unlock()
+	if written {
+		return nil
+	}
+	if err := n.patchStatus(ctx, pod, end.status); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
+	n.mu.Lock()
+	end.written = true
+	n.mu.Unlock()
 	return nil
+}
+
+func (n *Nodes) forgetEnd(key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.ended, key)
 }
 
 // release frees the GPUs a pod held.
