@@ -165,6 +165,31 @@ func (f *fakeDCGM) AddEntityToGroup(_ godcgm.GroupHandle, g godcgm.Field_Entity_
 }
 func (f *fakeDCGM) DestroyGroup(godcgm.GroupHandle) error { f.destroyed++; return nil }
 
+// exporterPage is the page dcgm-exporter would print of samples: one
+// engine-active series each, with the labels it gives a GPU and, on an
+// instance, GPU_I_ID, GPU_I_PROFILE and the MIG UUID it prints for a
+// claimed instance.
+func (f *fakeDCGM) exporterPage(samples []schedloop.GPUSample) []byte {
+	var b bytes.Buffer
+	for _, s := range samples {
+		model := ""
+		for _, g := range f.GPUs {
+			if g.UUID == s.GPUUUID {
+				model = g.Model
+			}
+		}
+		fmt.Fprintf(&b, "%s{gpu=\"%d\",UUID=%q,modelName=%q,Hostname=%q", MetricGrEngineActive, s.GPUIndex, s.GPUUUID, model, s.Node)
+		if s.GPUInstance != "" {
+			fmt.Fprintf(&b, ",GPU_I_PROFILE=%q,GPU_I_ID=%q", s.GPUInstanceProfile, s.GPUInstance)
+		}
+		if s.MIGDeviceUUID != "" {
+			fmt.Fprintf(&b, ",dra_mig_device_uuid=%q", s.MIGDeviceUUID)
+		}
+		fmt.Fprintf(&b, "} %g\n", s.GrEngineActive)
+	}
+	return b.Bytes()
+}
+
 // hostEngineResult is what a golden file holds: the host engine's samples
 // and inventory after one Collect, the instances' device IDs, and the
 // entities it watched apart from the whole GPUs.
@@ -212,6 +237,22 @@ func TestHostEngineGolden(t *testing.T) {
 				res.InstanceDevices[k.GPUUUID+"/"+k.Instance] = v
 			}
 			res.WatchedEntities = slices.Clone(fake.groupEntities)
+			// The exporter path, given the page dcgm-exporter would print
+			// of the same devices, must feed the inventory the same rows.
+			set, err := newPageParser().parse(t.Context(), fake.exporterPage(res.Samples), contentTypeText, scrapeTime, Limits{})
+			if err != nil {
+				t.Fatalf("the exporter page of the same devices: %v", err)
+			}
+			// Order is no part of it: the inventory keys rows by device.
+			byDevice := func(a, b schedloop.GPU) int {
+				return strings.Compare(a.UUID+"/"+a.Instance, b.UUID+"/"+b.Instance)
+			}
+			viaExporter, viaDCGM := set.inventory(), slices.Clone(res.Inventory)
+			slices.SortFunc(viaExporter, byDevice)
+			slices.SortFunc(viaDCGM, byDevice)
+			if !slices.Equal(viaExporter, viaDCGM) {
+				t.Errorf("inventory\n from go-dcgm:    %+v\n from the exporter: %+v", res.Inventory, viaExporter)
+			}
 			if err := h.Close(); err != nil {
 				t.Fatal(err)
 			}
