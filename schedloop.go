@@ -111,6 +111,10 @@ type Job struct {
 	Started        time.Time
 	Finished       time.Time
 	Phase          Phase
+	// Deleted is when the gang's group object was deleted (zero while it
+	// exists, and for a lone pod's job): no member can join the job after
+	// that, so a job whose members were all evicted ends then.
+	Deleted time.Time
 }
 
 // Pod is one member of a job as the cluster saw it.
@@ -137,6 +141,10 @@ type Pod struct {
 	Started   time.Time
 	Finished  time.Time
 	Phase     Phase
+	// Evicted: the pod was deleted by an eviction (it carried the
+	// DisruptionTarget condition, podspec.Evicted). Its job is not over:
+	// its controller puts a new pod in its place.
+	Evicted bool
 }
 
 // WaitCategory groups scheduler reasons into the classes the dashboards and the

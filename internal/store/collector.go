@@ -63,51 +63,76 @@ func Permanent(err error) bool {
 // request shape per member (CPU, memory: the largest member's; GPU models:
 // those of a member that names any) comes from the members when they
 // carry it; a job whose members carry none keeps what it had.
+//
+// A job outlives its evicted members (pods.evicted): its controller puts
+// new pods in their place, which join the same job (the same gang, or for
+// a lone pod the same Job controller UID), so the job is finished only
+// when no member is left alive and either
+//   - minMember members ran to their end (Succeeded or Failed): finished
+//     at the last member's end, Failed if any member failed;
+//   - a member was deleted other than by eviction, or the job is a bare
+//     pod (its own job: nothing replaces it), once every member was seen;
+//   - the gang's group object was deleted (jobs.deleted_at): finished then,
+//     or at the last member's end if later.
+// The last two end as Deleted. First bound, admitted and started are the
+// first seen over every run: queueing (job_jct) is the wait for the first
+// admission, and time lost to an eviction is run time.
 func (s *Store) DeriveJobs(ctx context.Context, jobUIDs []string) error {
 	if len(jobUIDs) == 0 {
 		return nil
 	}
 	_, err := s.pool.Exec(ctx, `
 		WITH m AS (
-		    SELECT job_uid,
-		           array_agg(scheduled_at ORDER BY scheduled_at) FILTER (WHERE scheduled_at IS NOT NULL) AS bound,
-		           array_agg(started_at ORDER BY started_at) FILTER (WHERE started_at IS NOT NULL) AS started,
-		           count(*) AS members,
-		           count(*) FILTER (WHERE phase IN ('Succeeded', 'Failed', 'Deleted')) AS ended,
-		           count(*) FILTER (WHERE phase = 'Failed') AS failed,
-		           count(*) FILTER (WHERE phase = 'Deleted') AS deleted,
-		           max(finished_at) AS last_end,
-		           max(priority) AS priority,
-		           max(gpus) AS gpus,
-		           max(gpu_milli) AS gpu_milli,
-		           max(cpu_milli) AS cpu_milli,
-		           max(memory_mib) AS memory_mib,
+		    SELECT j.uid AS job_uid,
+		           array_agg(p.scheduled_at ORDER BY p.scheduled_at) FILTER (WHERE p.scheduled_at IS NOT NULL) AS bound,
+		           array_agg(p.started_at ORDER BY p.started_at) FILTER (WHERE p.started_at IS NOT NULL) AS started,
+		           count(p.uid) AS members,
+		           count(p.uid) FILTER (WHERE p.phase NOT IN ('Succeeded', 'Failed', 'Deleted')) AS live,
+		           count(p.uid) FILTER (WHERE p.phase IN ('Succeeded', 'Failed')) AS completed,
+		           count(p.uid) FILTER (WHERE p.phase = 'Failed') AS failed,
+		           count(p.uid) FILTER (WHERE p.phase = 'Deleted' AND NOT p.evicted) AS removed,
+		           -- Members started and not evicted: an evicted gang waits again.
+		           count(p.uid) FILTER (WHERE p.started_at IS NOT NULL AND NOT p.evicted) AS running,
+		           coalesce(bool_or(p.uid = p.job_uid), false) AS bare,
+		           max(p.finished_at) AS last_end,
+		           max(p.priority) AS priority,
+		           max(p.gpus) AS gpus,
+		           max(p.gpu_milli) AS gpu_milli,
+		           max(p.cpu_milli) AS cpu_milli,
+		           max(p.memory_mib) AS memory_mib,
 		           -- Label values hold no '|', so a list survives the round trip.
-		           min(array_to_string(gpu_models, '|')) FILTER (WHERE cardinality(gpu_models) > 0) AS gpu_models
-		    FROM pods WHERE job_uid = ANY($1) GROUP BY job_uid
+		           min(array_to_string(p.gpu_models, '|')) FILTER (WHERE cardinality(p.gpu_models) > 0) AS gpu_models
+		    FROM jobs j LEFT JOIN pods p ON p.job_uid = j.uid
+		    WHERE j.uid = ANY($1) GROUP BY j.uid
+		), e AS (
+		    SELECT m.*, j.min_member, j.deleted_at,
+		           m.live = 0 AND (m.completed >= j.min_member OR j.deleted_at IS NOT NULL
+		               OR m.members >= j.min_member AND (m.removed > 0 OR m.bare)) AS ended
+		    FROM m JOIN jobs j ON j.uid = m.job_uid
 		)
 		UPDATE jobs j SET
-		    first_scheduled_at = coalesce(j.first_scheduled_at, m.bound[1]),
-		    admitted_at = coalesce(j.admitted_at, m.bound[j.min_member]),
-		    started_at = coalesce(j.started_at, m.started[j.min_member]),
-		    finished_at = coalesce(j.finished_at,
-		        CASE WHEN m.ended = m.members AND m.members >= j.min_member THEN m.last_end END),
+		    first_scheduled_at = coalesce(j.first_scheduled_at, e.bound[1]),
+		    admitted_at = coalesce(j.admitted_at, e.bound[j.min_member]),
+		    started_at = coalesce(j.started_at, e.started[j.min_member]),
+		    finished_at = coalesce(j.finished_at, CASE WHEN e.ended THEN
+		        CASE WHEN e.completed >= e.min_member OR e.deleted_at IS NULL THEN e.last_end
+		             ELSE greatest(e.last_end, e.deleted_at) END END),
 		    phase = CASE
 		        WHEN j.phase IN ('Succeeded', 'Failed', 'Deleted') THEN j.phase
-		        WHEN m.ended = m.members AND m.members >= j.min_member THEN
-		            CASE WHEN m.failed > 0 THEN 'Failed' WHEN m.deleted > 0 THEN 'Deleted' ELSE 'Succeeded' END
-		        WHEN cardinality(m.started) >= j.min_member THEN 'Running'
+		        WHEN e.ended THEN
+		            CASE WHEN e.completed < e.min_member THEN 'Deleted' WHEN e.failed > 0 THEN 'Failed' ELSE 'Succeeded' END
+		        WHEN e.running >= j.min_member THEN 'Running'
 		        ELSE 'Pending' END,
 		    -- A PodGroup says nothing of priority or GPUs; its members do (pod
 		    -- priority and requests are immutable), so they win over whatever a
 		    -- group-only write stored.
-		    priority = m.priority,
-		    gpus_per_member = CASE WHEN m.gpus > 0 THEN m.gpus ELSE j.gpus_per_member END,
-		    gpu_milli_per_member = CASE WHEN m.gpu_milli > 0 THEN m.gpu_milli ELSE j.gpu_milli_per_member END,
-		    cpu_milli_per_member = CASE WHEN m.cpu_milli > 0 THEN m.cpu_milli ELSE j.cpu_milli_per_member END,
-		    memory_mib_per_member = CASE WHEN m.memory_mib > 0 THEN m.memory_mib ELSE j.memory_mib_per_member END,
-		    gpu_models = coalesce(string_to_array(m.gpu_models, '|'), j.gpu_models)
-		FROM m WHERE j.uid = m.job_uid`, jobUIDs)
+		    priority = coalesce(e.priority, j.priority),
+		    gpus_per_member = CASE WHEN e.gpus > 0 THEN e.gpus ELSE j.gpus_per_member END,
+		    gpu_milli_per_member = CASE WHEN e.gpu_milli > 0 THEN e.gpu_milli ELSE j.gpu_milli_per_member END,
+		    cpu_milli_per_member = CASE WHEN e.cpu_milli > 0 THEN e.cpu_milli ELSE j.cpu_milli_per_member END,
+		    memory_mib_per_member = CASE WHEN e.memory_mib > 0 THEN e.memory_mib ELSE j.memory_mib_per_member END,
+		    gpu_models = coalesce(string_to_array(e.gpu_models, '|'), j.gpu_models)
+		FROM e WHERE j.uid = e.job_uid`, jobUIDs)
 	if err != nil {
 		return fmt.Errorf("derive lifecycle of %d jobs: %w", len(jobUIDs), err)
 	}

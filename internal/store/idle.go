@@ -200,11 +200,12 @@ type JobJCT struct {
 	JCTSeconds   float64
 }
 
-// FinishedJobJCT lists the JCT of jobs that finished in [from, to).
+// FinishedJobJCT lists the JCT of jobs that finished in [from, to) after
+// running: a job none of whose members was ever bound has none (job_jct).
 func (s *Store) FinishedJobJCT(ctx context.Context, from, to time.Time) ([]JobJCT, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT uid, coalesce(queue_seconds, 0), coalesce(run_seconds, 0), jct_seconds FROM job_jct
-		WHERE finished_at >= $1 AND finished_at < $2 ORDER BY finished_at, uid`, from, to)
+		WHERE finished_at >= $1 AND finished_at < $2 AND jct_seconds IS NOT NULL ORDER BY finished_at, uid`, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("read job JCT: %w", err)
 	}

@@ -58,7 +58,10 @@ func (j JCTSummary) QueueShare() float64 {
 }
 
 // NamespaceJCT summarises the JCT of namespace's jobs created at or after
-// since that finished. A job's priority is the highest of its row and its
+// since that finished after running (job_jct: a job none of whose members
+// was ever bound has no JCT, and a job whose members were evicted finishes
+// when a later run ends; queueing is the wait for its first admission).
+// A job's priority is the highest of its row and its
 // pods' (the job row can miss the priority its pods were admitted with).
 func (s *Store) NamespaceJCT(ctx context.Context, namespace string, since time.Time, highPriority int32) (JCTSummary, error) {
 	var j JCTSummary
@@ -73,7 +76,7 @@ func (s *Store) NamespaceJCT(ctx context.Context, namespace string, since time.T
 		CROSS JOIN LATERAL (
 		    SELECT greatest(j.priority, coalesce(max(p.priority), j.priority)) AS priority FROM pods p WHERE p.job_uid = j.uid
 		) pr
-		WHERE j.namespace = $1 AND j.created_at >= $2 AND j.finished_at IS NOT NULL`, namespace, since, highPriority).
+		WHERE j.namespace = $1 AND j.created_at >= $2 AND j.jct_seconds IS NOT NULL`, namespace, since, highPriority).
 		Scan(&j.Finished, &j.MeanJCTSeconds, &j.MeanQueueSeconds, &j.P95JCTSeconds, &j.HighPriorityJobs, &j.HighPriorityP95WaitSeconds)
 	if err != nil {
 		return JCTSummary{}, fmt.Errorf("read JCT of %s: %w", namespace, err)

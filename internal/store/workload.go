@@ -21,8 +21,8 @@ var ErrNotFound = errors.New("not found")
 const upsertJobSQL = `
 INSERT INTO jobs (uid, namespace, name, kind, queue, priority, min_member, gpus_per_member, gpu_milli_per_member,
     created_at, first_scheduled_at, admitted_at, started_at, finished_at, phase,
-    cpu_milli_per_member, memory_mib_per_member, gpu_models)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+    cpu_milli_per_member, memory_mib_per_member, gpu_models, deleted_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 ON CONFLICT (uid) DO UPDATE SET
     namespace = EXCLUDED.namespace, name = EXCLUDED.name, kind = EXCLUDED.kind, queue = EXCLUDED.queue,
     priority = EXCLUDED.priority, min_member = EXCLUDED.min_member,
@@ -37,6 +37,7 @@ ON CONFLICT (uid) DO UPDATE SET
     admitted_at = coalesce(jobs.admitted_at, EXCLUDED.admitted_at),
     started_at = coalesce(jobs.started_at, EXCLUDED.started_at),
     finished_at = coalesce(jobs.finished_at, EXCLUDED.finished_at),
+    deleted_at = coalesce(jobs.deleted_at, EXCLUDED.deleted_at),
     phase = CASE WHEN jobs.phase IN ('Succeeded', 'Failed', 'Deleted') THEN jobs.phase ELSE EXCLUDED.phase END`
 
 // UpsertJobs records jobs; see upsertJobSQL for how repeated observations
@@ -51,7 +52,7 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []schedloop.Job) error {
 		b.Queue(upsertJobSQL, j.UID, j.Namespace, j.Name, string(j.Kind), j.Queue, j.Priority, gangMembers(j.MinMember),
 			j.GPUsPerMember, j.GPUMilliPerMember, j.Created, nullTime(j.FirstScheduled), nullTime(j.Admitted),
 			nullTime(j.Started), nullTime(j.Finished), phaseOrPending(j.Phase), j.CPUMilliPerMember, j.MemoryMiBPerMember,
-			textArray(j.GPUModels))
+			textArray(j.GPUModels), nullTime(j.Deleted))
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("upsert %d jobs: %w", len(jobs), err)
@@ -86,14 +87,14 @@ func phaseOrPending(p schedloop.Phase) string {
 func (s *Store) GetJob(ctx context.Context, uid string) (schedloop.Job, error) {
 	var j schedloop.Job
 	var kind, phase string
-	var first, admitted, started, finished pgtype.Timestamptz
+	var first, admitted, started, finished, deleted pgtype.Timestamptz
 	err := s.pool.QueryRow(ctx, `
 		SELECT uid, namespace, name, kind, queue, priority, min_member, gpus_per_member, gpu_milli_per_member,
 		       created_at, first_scheduled_at, admitted_at, started_at, finished_at, phase,
-		       cpu_milli_per_member, memory_mib_per_member, gpu_models
+		       cpu_milli_per_member, memory_mib_per_member, gpu_models, deleted_at
 		FROM jobs WHERE uid = $1`, uid).Scan(&j.UID, &j.Namespace, &j.Name, &kind, &j.Queue, &j.Priority,
 		&j.MinMember, &j.GPUsPerMember, &j.GPUMilliPerMember, &j.Created, &first, &admitted, &started, &finished, &phase,
-		&j.CPUMilliPerMember, &j.MemoryMiBPerMember, &j.GPUModels)
+		&j.CPUMilliPerMember, &j.MemoryMiBPerMember, &j.GPUModels, &deleted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return j, fmt.Errorf("job %s: %w", uid, ErrNotFound)
 	}
@@ -103,14 +104,15 @@ func (s *Store) GetJob(ctx context.Context, uid string) (schedloop.Job, error) {
 	j.Kind, j.Phase = schedloop.JobKind(kind), schedloop.Phase(phase)
 	j.FirstScheduled, j.Admitted, j.Started, j.Finished =
 		fromNullTime(first), fromNullTime(admitted), fromNullTime(started), fromNullTime(finished)
+	j.Deleted = fromNullTime(deleted)
 	j.GPUModels = nilIfEmpty(j.GPUModels)
 	return j, nil
 }
 
 const upsertPodSQL = `
 INSERT INTO pods (uid, namespace, name, job_uid, queue, priority, scheduler_name, gpus, gpu_milli, node, gpu_uuids,
-    created_at, scheduled_at, started_at, finished_at, phase, cpu_milli, memory_mib, gpu_models)
-VALUES ($1, $2, $3, nullif($4, ''), $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+    created_at, scheduled_at, started_at, finished_at, phase, cpu_milli, memory_mib, gpu_models, evicted)
+VALUES ($1, $2, $3, nullif($4, ''), $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 ON CONFLICT (uid) DO UPDATE SET
     namespace = EXCLUDED.namespace, name = EXCLUDED.name,
     job_uid = coalesce(EXCLUDED.job_uid, pods.job_uid),
@@ -123,6 +125,7 @@ ON CONFLICT (uid) DO UPDATE SET
     scheduled_at = coalesce(pods.scheduled_at, EXCLUDED.scheduled_at),
     started_at = coalesce(pods.started_at, EXCLUDED.started_at),
     finished_at = coalesce(pods.finished_at, EXCLUDED.finished_at),
+    evicted = pods.evicted OR EXCLUDED.evicted,
     phase = CASE WHEN pods.phase IN ('Succeeded', 'Failed', 'Deleted') THEN pods.phase ELSE EXCLUDED.phase END`
 
 // UpsertPods records pods with the same merge rules as UpsertJobs. A pod may
@@ -139,7 +142,7 @@ func (s *Store) UpsertPods(ctx context.Context, pods []schedloop.Pod) error {
 		}
 		b.Queue(upsertPodSQL, p.UID, p.Namespace, p.Name, p.JobUID, p.Queue, p.Priority, p.SchedulerName, p.GPUs,
 			p.GPUMilli, p.Node, uuids, p.Created, nullTime(p.Scheduled), nullTime(p.Started), nullTime(p.Finished),
-			phaseOrPending(p.Phase), p.CPUMilli, p.MemoryMiB, textArray(p.GPUModels))
+			phaseOrPending(p.Phase), p.CPUMilli, p.MemoryMiB, textArray(p.GPUModels), p.Evicted)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("upsert %d pods: %w", len(pods), err)
@@ -155,10 +158,10 @@ func (s *Store) GetPod(ctx context.Context, uid string) (schedloop.Pod, error) {
 	var scheduled, started, finished pgtype.Timestamptz
 	err := s.pool.QueryRow(ctx, `
 		SELECT uid, namespace, name, job_uid, queue, priority, scheduler_name, gpus, gpu_milli, node, gpu_uuids,
-		       created_at, scheduled_at, started_at, finished_at, phase, cpu_milli, memory_mib, gpu_models
+		       created_at, scheduled_at, started_at, finished_at, phase, cpu_milli, memory_mib, gpu_models, evicted
 		FROM pods WHERE uid = $1`, uid).Scan(&p.UID, &p.Namespace, &p.Name, &jobUID, &p.Queue, &p.Priority,
 		&p.SchedulerName, &p.GPUs, &p.GPUMilli, &p.Node, &p.GPUUUIDs, &p.Created, &scheduled, &started, &finished, &phase,
-		&p.CPUMilli, &p.MemoryMiB, &p.GPUModels)
+		&p.CPUMilli, &p.MemoryMiB, &p.GPUModels, &p.Evicted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("pod %s: %w", uid, ErrNotFound)
 	}
