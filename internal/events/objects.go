@@ -127,6 +127,7 @@ func (c clock) toPod(pod *corev1.Pod, seen *podSeen, jobUID string) schedloop.Po
 	} else if seen.deleted {
 		p.Phase = schedloop.PhaseDeleted
 		p.Finished = c.refine(time.Time{}, seen.ended)
+		p.Evicted = podspec.Evicted(pod)
 	}
 	return p
 }
@@ -143,12 +144,15 @@ type group struct {
 	workloadAPI bool
 	workload    string
 	meta        metav1.ObjectMeta // labels and annotations only
+	// deleted is when the group object was deleted (mapped), zero while
+	// it exists.
+	deleted time.Time
 }
 
 func (g group) job(gpusPerMember int, priority int32) schedloop.Job {
 	return schedloop.Job{UID: g.uid, Namespace: g.namespace, Name: g.name, Kind: schedloop.JobKindGang,
 		Queue: g.queue, Priority: priority, MinMember: max(g.minMember, 1), GPUsPerMember: gpusPerMember,
-		Created: g.created, Phase: schedloop.PhasePending}
+		Created: g.created, Phase: schedloop.PhasePending, Deleted: g.deleted}
 }
 
 // groupFromUnstructured reads either PodGroup kind: scheduler-plugins'
@@ -184,9 +188,10 @@ func (g group) withWorkload(w *metav1.ObjectMeta) group {
 	return g
 }
 
-// loneJob is the job of a pod outside any gang.
-func loneJob(p schedloop.Pod) schedloop.Job {
-	return schedloop.Job{UID: p.UID, Namespace: p.Namespace, Name: p.Name, Kind: schedloop.JobKindPod,
+// loneJob is the job of a pod outside any gang, whose UID and name
+// podspec.LoneJob gives.
+func loneJob(p schedloop.Pod, uid, name string) schedloop.Job {
+	return schedloop.Job{UID: uid, Namespace: p.Namespace, Name: name, Kind: schedloop.JobKindPod,
 		Queue: p.Queue, Priority: p.Priority, MinMember: 1, GPUsPerMember: p.GPUs, GPUMilliPerMember: p.GPUMilli,
 		CPUMilliPerMember: p.CPUMilli, MemoryMiBPerMember: p.MemoryMiB, GPUModels: p.GPUModels,
 		Created: p.Created, Phase: schedloop.PhasePending}

@@ -376,6 +376,13 @@ func (w *Watcher) handle(kind string, obj any, deleted bool) {
 		g := w.clock.groupFromUnstructured(o, now)
 		key := g.namespace + "/" + g.name
 		if deleted {
+			// The job ends now if its members were all evicted: nothing can
+			// join it any more (store.DeriveJobs).
+			if old, ok := w.groups[key]; ok && old.uid == g.uid {
+				g = old
+			}
+			g.deleted = w.clock.at(now)
+			w.dirtyG[g.uid] = g
 			delete(w.groups, key)
 			return
 		}
@@ -492,8 +499,9 @@ func (w *Watcher) Flush(ctx context.Context) error {
 	}
 	for uid, pod := range pods {
 		seen := w.seen[uid]
-		jobUID := uid
-		if key := gangOf(pod); key != "" {
+		jobUID, jobName := podspec.LoneJob(pod)
+		key := gangOf(pod)
+		if key != "" {
 			g, ok := w.groups[key]
 			if !ok {
 				// The gang is not known yet: store the pod, and again once it is.
@@ -515,8 +523,12 @@ func (w *Watcher) Flush(ctx context.Context) error {
 		if inv != nil {
 			p.GPUUUIDs = w.gpuUUIDs(pod, inv)
 		}
-		if jobUID == uid {
-			jobs[uid] = loneJob(p)
+		if key == "" {
+			j := loneJob(p, jobUID, jobName)
+			if prev, ok := jobs[jobUID]; ok && prev.Created.Before(j.Created) {
+				j.Created = prev.Created // a pod made in place of an evicted one
+			}
+			jobs[jobUID] = j
 		}
 		if jobUID != "" {
 			derive[jobUID] = true

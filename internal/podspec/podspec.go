@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -413,4 +414,33 @@ func Resources(r scoring.Request) corev1.ResourceList {
 		out[corev1.ResourceMemory] = *resource.NewQuantity(r.MemoryMiB<<20, resource.BinarySI)
 	}
 	return out
+}
+
+// Evicted reports whether pod was marked for deletion by an eviction: the
+// DisruptionTarget condition, which the scheduler's preemption (and the
+// API's eviction) sets before deleting it. The controller that made such a
+// pod makes a new one for the same job; a pod deleted without it was
+// removed for good.
+func Evicted(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// LoneJob is the UID and name of the job a pod outside any gang belongs
+// to: the Job controller's (batchv1.ControllerUidLabel, JobNameLabel), so
+// that a pod made in place of an evicted one joins the same job; else the
+// pod's own, a bare pod being its own job.
+func LoneJob(pod *corev1.Pod) (uid, name string) {
+	if uid := pod.Labels[batchv1.ControllerUidLabel]; uid != "" {
+		name := pod.Labels[batchv1.JobNameLabel]
+		if name == "" {
+			name = pod.Name
+		}
+		return uid, name
+	}
+	return string(pod.UID), pod.Name
 }

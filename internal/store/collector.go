@@ -74,6 +74,7 @@ func Permanent(err error) bool {
 //     pod (its own job: nothing replaces it), once every member was seen;
 //   - the gang's group object was deleted (jobs.deleted_at): finished then,
 //     or at the last member's end if later.
+//
 // The last two end as Deleted. First bound, admitted and started are the
 // first seen over every run: queueing (job_jct) is the wait for the first
 // admission, and time lost to an eviction is run time.
