@@ -131,15 +131,17 @@ func TestShortDemoSummaryComesFromTheDatabase(t *testing.T) {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) }
 
-// jobFigures reads the phase's jobs and computes mean JCT (finished -
-// created), mean queueing (admitted, else first bound, - created) and the
-// nearest-rank p95 of high-priority queueing.
+// jobFigures reads the phase's jobs that finished after running (a job
+// none of whose members was bound has no JCT) and computes mean JCT
+// (finished - created), mean queueing (admitted, else first bound, -
+// created) and the nearest-rank p95 of high-priority queueing.
 func jobFigures(t *testing.T, pool *pgxpool.Pool, p PhaseSummary) (meanJCT, meanQueue, hpP95 float64, hp int) {
 	t.Helper()
 	rows, err := pool.Query(t.Context(), `
 		SELECT j.created_at, coalesce(j.admitted_at, j.first_scheduled_at), j.finished_at,
 		       greatest(j.priority, (SELECT max(priority) FROM pods WHERE job_uid = j.uid))
-		FROM jobs j WHERE j.namespace = $1 AND j.created_at >= $2 AND j.finished_at IS NOT NULL`, p.Namespace, p.Began)
+		FROM jobs j WHERE j.namespace = $1 AND j.created_at >= $2 AND j.finished_at IS NOT NULL
+		    AND coalesce(j.admitted_at, j.first_scheduled_at) IS NOT NULL`, p.Namespace, p.Began)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,8 +87,15 @@ type Predictor interface {
 
 // Outcome is what happened to one job.
 type Outcome struct {
-	State       State
+	State State
+	// Start is when the job's last run began, End when it ended;
+	// FirstStart when its first run began. A job evicted (Preemptions)
+	// runs again from the start, its whole Duration, and its wait in
+	// Metrics is to FirstStart, as the collector's queueing is to a job's
+	// first admission (store.DeriveJobs): the time an eviction costs is
+	// counted as run time on both sides.
 	Start, End  time.Duration
+	FirstStart  time.Duration
 	Preemptions int
 	// Evicted counts the jobs evicted to start this one (over all its starts).
 	Evicted int
@@ -159,8 +166,9 @@ type jobState struct {
 	// retryAt is when a gang released part-placed may be tried again
 	// (scoring.GangRetryAt).
 	retryAt time.Duration
-	counted bool // queue usage holds this job
-	begun   bool // started at least once
+	counted bool          // queue usage holds this job
+	begun   bool          // started at least once
+	first   time.Duration // start of the first run
 	placed  []string
 	preempt int
 	evicted int // jobs evicted so that this one could start
@@ -752,6 +760,7 @@ func (r *replay) begin(js *jobState, t, latency time.Duration) {
 	js.status, js.start = running, t+latency
 	if !js.begun {
 		js.begun = true
+		js.first = js.start
 		if js.idx < r.cfg.StopOnceStarted && len(js.job.RunningOn) == 0 {
 			r.unstarted--
 		}
@@ -842,14 +851,14 @@ func (r *replay) result(states []*jobState) Result {
 	var jct, waits, hp []float64
 	var first, lastEnd time.Duration
 	for i, js := range states {
-		o := Outcome{Start: js.start, End: js.end, Preemptions: js.preempt, Evicted: js.evicted, Predicted: js.predicted}
+		o := Outcome{Start: js.start, FirstStart: js.first, End: js.end, Preemptions: js.preempt, Evicted: js.evicted, Predicted: js.predicted}
 		switch js.status {
 		case finished:
 			o.State = Done
 			m.Completed++
 			// A job held by Kueue's quota waited from before it arrived here.
 			jct = append(jct, (js.end - js.job.Arrival + js.job.quotaHeld).Seconds())
-			w := (js.start - js.job.Arrival + js.job.quotaHeld).Seconds()
+			w := (js.first - js.job.Arrival + js.job.quotaHeld).Seconds()
 			waits = append(waits, w)
 			if js.job.Priority >= r.cfg.HighPriority {
 				hp = append(hp, w)

@@ -1,7 +1,12 @@
 // Package player replays a trace into a harness cluster: at each job's
 // arrival time (on the harness clock) it creates the job's PodGroup and
 // member pods, so a real scheduler has real work, and it records when each
-// job's pods ran and ended.
+// job's pods ran and ended. It stands in for the job controllers too: a
+// member evicted (deleted with the DisruptionTarget condition, as
+// preemption deletes its victims) is replaced by a new pod of the same job
+// in the same gang, which runs the job's whole duration again, as a
+// Job/JobSet controller recreates an evicted job's pods and the simulator
+// runs an evicted job again from its start.
 //
 // It makes no placement decisions; the scheduler under test does.
 package player
@@ -18,11 +23,13 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -77,10 +84,16 @@ type Player struct {
 	names  []string // Kubernetes name of each job
 	opts   Options
 
+	uids map[string]string // Job controller UID of each lone job (podspec.LoneJob)
+
 	mu        sync.Mutex
 	templates map[string]bool       // claim templates created, by name
 	results   map[string]*JobResult // by job name (Kubernetes form)
 	changed   chan struct{}         // closed and replaced when a result changes
+	// runCtx is Run's context, under which evicted members are replaced;
+	// rerunErr is the first replacement that could not be created.
+	runCtx   context.Context
+	rerunErr error
 }
 
 // JobResult is what happened to one job. Times are wall times observed by
@@ -93,16 +106,33 @@ type JobResult struct {
 	FirstStart, LastStart time.Time
 	Finished              time.Time // last member ended
 	Succeeded, Failed     int       // members in each terminal phase
-	// Deleted counts members removed before they ended (preempted or evicted).
+	// Deleted counts members removed before they ended other than by an
+	// eviction: nothing replaces them.
 	Deleted int
-	Nodes   []string // node of each member that ran, in start order
-	pods    map[string]*podSeen
+	// Evicted counts members deleted by an eviction (podspec.Evicted), each
+	// replaced by a new pod (Restarts counts those created) that runs the
+	// job's whole duration again.
+	Evicted, Restarts int
+	Nodes             []string // node of each member that ran, in start order
+	pods              map[string]*podSeen
 }
 
-type podSeen struct{ started, ended bool }
+type podSeen struct {
+	started, ended bool
+	member         int // index of the member the pod is, -1 when not known
+}
 
-// Done reports whether every member has ended.
+// Done reports whether every member has ended without being replaced.
 func (r *JobResult) Done() bool { return r.Succeeded+r.Failed+r.Deleted == r.Job.Members }
+
+// MemberPodName is the name of the pod of job's member that replaces its
+// restart-th eviction (0: the member's first pod).
+func MemberPodName(job string, member, restart int) string {
+	if restart == 0 {
+		return fmt.Sprintf("%s-%d", job, member)
+	}
+	return fmt.Sprintf("%s-%d-r%d", job, member, restart)
+}
 
 // Report is the outcome of a replay.
 type Report struct {
@@ -165,7 +195,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, jobs []trace.Job, o
 	}
 	jobs = append([]trace.Job(nil), jobs...)
 	trace.SortByArrival(jobs)
-	p := &Player{client: client, dyn: dyn, jobs: jobs, opts: opts,
+	p := &Player{client: client, dyn: dyn, jobs: jobs, opts: opts, uids: map[string]string{},
 		results: make(map[string]*JobResult, len(jobs)), changed: make(chan struct{})}
 	for _, j := range jobs {
 		if err := j.Validate(); err != nil {
@@ -180,6 +210,9 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, jobs []trace.Job, o
 		}
 		p.names = append(p.names, name)
 		p.results[name] = &JobResult{Job: j, Name: name, pods: map[string]*podSeen{}}
+		if !gang(j) {
+			p.uids[name] = string(uuid.NewUUID())
+		}
 	}
 	return p, nil
 }
@@ -188,6 +221,9 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, jobs []trace.Job, o
 func (p *Player) Run(ctx context.Context) (Report, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	p.mu.Lock()
+	p.runCtx = ctx
+	p.mu.Unlock()
 	if err := p.watch(ctx); err != nil {
 		return Report{}, err
 	}
@@ -350,6 +386,12 @@ func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 	if gang(j) && p.opts.GangAPI != podgroup.APIWorkload {
 		labels[podgroup.LabelPodGroup] = job
 	}
+	if uid := p.uids[job]; uid != "" {
+		// As the Job controller labels its pods: a pod replacing an
+		// evicted one continues the same job (podspec.LoneJob).
+		labels[batchv1.ControllerUidLabel] = uid
+		labels[batchv1.JobNameLabel] = job
+	}
 	if j.Queue != "" {
 		labels[harness.LabelQueue] = queueLabel(j.Queue)
 	}
@@ -373,7 +415,7 @@ func (p *Player) pod(job string, member int, j trace.Job) *corev1.Pod {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("%s-%d", job, member), Namespace: p.opts.Namespace,
+			Name: MemberPodName(job, member, 0), Namespace: p.opts.Namespace,
 			Labels: labels, Annotations: ann,
 		},
 		Spec: corev1.PodSpec{
@@ -447,11 +489,7 @@ func (p *Player) observe(obj any) {
 	if r == nil {
 		return
 	}
-	seen := r.pods[pod.Name]
-	if seen == nil {
-		seen = &podSeen{}
-		r.pods[pod.Name] = seen
-	}
+	seen := r.seen(pod)
 	phase := pod.Status.Phase
 	terminal := phase == corev1.PodSucceeded || phase == corev1.PodFailed
 	// A pod that ended before the player saw it running still ran if the
@@ -481,7 +519,33 @@ func (p *Player) observe(obj any) {
 	p.changed = make(chan struct{})
 }
 
-// observeDeleted ends a member that was deleted before it ended.
+// seen is what the player saw of pod, a member of r. Called with p.mu held.
+func (r *JobResult) seen(pod *corev1.Pod) *podSeen {
+	s := r.pods[pod.Name]
+	if s == nil {
+		s = &podSeen{member: memberOf(r.Name, pod.Name)}
+		r.pods[pod.Name] = s
+	}
+	return s
+}
+
+// memberOf reads the member index from a pod name MemberPodName made, -1
+// if it is not one.
+func memberOf(job, pod string) int {
+	rest, ok := strings.CutPrefix(pod, job+"-")
+	if !ok {
+		return -1
+	}
+	rest, _, _ = strings.Cut(rest, "-r")
+	m, err := strconv.Atoi(rest)
+	if err != nil || m < 0 {
+		return -1
+	}
+	return m
+}
+
+// observeDeleted ends a member that was deleted before it ended, and puts a
+// new pod in the place of an evicted one while Run runs.
 func (p *Player) observeDeleted(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -493,18 +557,40 @@ func (p *Player) observeDeleted(obj any) {
 	if r == nil {
 		return
 	}
-	seen := r.pods[pod.Name]
-	if seen == nil {
-		seen = &podSeen{}
-		r.pods[pod.Name] = seen
-	}
+	seen := r.seen(pod)
 	if seen.ended {
 		return
 	}
 	seen.ended = true
-	r.Deleted++
+	if podspec.Evicted(pod) && seen.member >= 0 && p.runCtx != nil {
+		r.Evicted++
+		r.Restarts++
+		name := MemberPodName(r.Name, seen.member, r.Restarts)
+		r.pods[name] = &podSeen{member: seen.member}
+		go p.replace(p.runCtx, r.Name, r.Job, seen.member, name)
+	} else {
+		r.Deleted++
+	}
 	if r.Done() {
 		r.Finished = time.Now()
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// replace creates the pod named name in place of job's evicted member: the
+// same request, gang and duration, as the job's controller would.
+func (p *Player) replace(ctx context.Context, job string, j trace.Job, member int, name string) {
+	pod := p.pod(job, member, j)
+	pod.Name = name
+	_, err := p.client.CoreV1().Pods(p.opts.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rerunErr == nil {
+		p.rerunErr = fmt.Errorf("job %s: replace evicted member %d with pod %s: %w", j.Name, member, name, err)
 	}
 	close(p.changed)
 	p.changed = make(chan struct{})
@@ -521,8 +607,11 @@ func (p *Player) Wait(ctx context.Context) (Report, error) {
 				break
 			}
 		}
-		ch := p.changed
+		ch, err := p.changed, p.rerunErr
 		p.mu.Unlock()
+		if err != nil {
+			return p.Report(), err
+		}
 		if done {
 			return p.Report(), nil
 		}
