@@ -121,7 +121,7 @@ func (s *Store) PodsOfJob(ctx context.Context, jobUID string) ([]schedloop.Pod, 
 func (s *Store) readPods(ctx context.Context, what, where string, arg any) ([]schedloop.Pod, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT uid, namespace, name, coalesce(job_uid, ''), queue, priority, scheduler_name, gpus, gpu_milli, node,
-		       gpu_uuids, created_at, scheduled_at, started_at, finished_at, phase
+		       gpu_uuids, created_at, scheduled_at, started_at, finished_at, phase, evicted
 		FROM pods WHERE `+where+` ORDER BY name, uid`, arg)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", what, err)
@@ -131,7 +131,7 @@ func (s *Store) readPods(ctx context.Context, what, where string, arg any) ([]sc
 		var phase string
 		var scheduled, started, finished pgtype.Timestamptz
 		err := r.Scan(&p.UID, &p.Namespace, &p.Name, &p.JobUID, &p.Queue, &p.Priority, &p.SchedulerName, &p.GPUs,
-			&p.GPUMilli, &p.Node, &p.GPUUUIDs, &p.Created, &scheduled, &started, &finished, &phase)
+			&p.GPUMilli, &p.Node, &p.GPUUUIDs, &p.Created, &scheduled, &started, &finished, &phase, &p.Evicted)
 		p.Phase = schedloop.Phase(phase)
 		p.Scheduled, p.Started, p.Finished = fromNullTime(scheduled), fromNullTime(started), fromNullTime(finished)
 		return p, err

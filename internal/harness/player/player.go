@@ -115,6 +115,7 @@ type JobResult struct {
 	Evicted, Restarts int
 	Nodes             []string // node of each member that ran, in start order
 	pods              map[string]*podSeen
+	replaced          map[int]int // replacements of each member so far
 }
 
 type podSeen struct {
@@ -565,7 +566,11 @@ func (p *Player) observeDeleted(obj any) {
 	if podspec.Evicted(pod) && seen.member >= 0 && p.runCtx != nil {
 		r.Evicted++
 		r.Restarts++
-		name := MemberPodName(r.Name, seen.member, r.Restarts)
+		if r.replaced == nil {
+			r.replaced = map[int]int{}
+		}
+		r.replaced[seen.member]++
+		name := MemberPodName(r.Name, seen.member, r.replaced[seen.member])
 		r.pods[name] = &podSeen{member: seen.member}
 		go p.replace(p.runCtx, r.Name, r.Job, seen.member, name)
 	} else {
@@ -631,7 +636,7 @@ func (p *Player) Report() Report {
 	for i, name := range p.names {
 		r := *p.results[name]
 		r.Nodes = append([]string(nil), r.Nodes...)
-		r.pods = nil
+		r.pods, r.replaced = nil, nil
 		rep.Jobs[i] = r
 		if !r.Submitted.IsZero() && (rep.Began.IsZero() || r.Submitted.Before(rep.Began)) {
 			rep.Began = r.Submitted
