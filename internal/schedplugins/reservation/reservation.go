@@ -88,10 +88,10 @@ type Book struct {
 	bound   map[types.UID]time.Time
 	cur     *Held
 	curPod  *v1.Pod
-	// planGen is the cluster state cur was planned on and planNext the
-	// first predicted end after it was planned (refresh).
-	planGen  int64
-	planNext time.Time
+	// planState is the cluster state cur was planned on (see State) and
+	// planNext the first predicted end after it was planned (refresh).
+	planState uint64
+	planNext  time.Time
 	// refused are pods Filter turned away under cur, woken when it moves.
 	refused map[types.UID]*v1.Pod
 	// waitingOf counts each job's pods that wait, so a job whose last
@@ -288,9 +288,9 @@ func (r *Restriction) Admits(node string) bool {
 // For is the restriction the standing reservation puts on pod now, nil
 // when it puts none: none stands, pod belongs to the holder, or pod's job
 // is ahead of the holder (scoring.ReservationBinds). A reservation planned
-// at an earlier instant on a cluster that has changed since (gen, see
-// Refresh) is planned again first.
-func (b *Book) For(pod *v1.Pod, gen int64, plan Plan) *Restriction {
+// at an earlier instant on a cluster that has changed since (cluster, see
+// refresh) is planned again first.
+func (b *Book) For(pod *v1.Pod, cluster State, plan Plan) *Restriction {
 	params := b.profile.Load().Params
 	if !params.Reservation {
 		return nil
@@ -306,7 +306,7 @@ func (b *Book) For(pod *v1.Pod, gen int64, plan Plan) *Restriction {
 	if !scoring.ReservationBinds(params, now.UnixNano(), cur.Key, key) {
 		return nil
 	}
-	b.refresh(gen, now, plan)
+	b.refresh(cluster, now, plan)
 	b.mu.Lock()
 	cur = b.cur
 	b.mu.Unlock()
@@ -324,17 +324,22 @@ func (b *Book) Refused(pod *v1.Pod) {
 	b.mu.Unlock()
 }
 
+// State answers a fingerprint of everything a Plan reads of the cluster
+// (nodes, the pods on them, which of them wait at Permit): equal answers,
+// the same plan. It is asked only when the book may plan again.
+type State func() uint64
+
 // Plan plans pod's job's reservation at now: the nodes and start, or ok
 // false when the job would not fit even with every running job ended. next
 // is the earliest predicted end of a running job after now (zero: none),
 // when the plan can change with no change to the cluster.
 type Plan func(pod *v1.Pod, now time.Time) (nodes []string, start, next time.Time, ok bool)
 
-// Failed is called when pod could not be placed, with gen the cluster's
-// state (see Refresh). When its job takes the reservation
+// Failed is called when pod could not be placed, with cluster the
+// cluster's state (see State). When its job takes the reservation
 // (scoring.TakesReservation, or it holds it already) the reservation is
 // planned again with plan.
-func (b *Book) Failed(pod *v1.Pod, gen int64, plan Plan) {
+func (b *Book) Failed(pod *v1.Pod, cluster State, plan Plan) {
 	params := b.profile.Load().Params
 	if !params.Reservation {
 		return
@@ -356,12 +361,12 @@ func (b *Book) Failed(pod *v1.Pod, gen int64, plan Plan) {
 	if !scoring.TakesReservation(params, now.UnixNano(), arrived.UnixNano(), key, holder) {
 		return
 	}
-	b.replan(pod, key, gen, now, plan)
+	b.replan(pod, key, cluster(), now, plan)
 }
 
 // refresh plans the standing reservation again when time has moved on and
-// the cluster has changed since it was planned (gen differs: nodes or the
-// pods on them changed) or a running job's predicted end has passed (a job
+// the cluster has changed since it was planned (cluster's answer differs:
+// nodes or the pods on them changed) or a running job's predicted end has passed (a job
 // predicted to have ended is expected at any moment, so what the head job
 // could take now grows). A replay plans it again on each pass at
 // the head job's turn, after the jobs ahead of it were tried, and holds
@@ -370,19 +375,22 @@ func (b *Book) Failed(pod *v1.Pod, gen int64, plan Plan) {
 // after it tried at a later instant, by which time the jobs ahead of the
 // head job have been tried. Placements made at the same instant do not move
 // it, as the later jobs of one pass are held to one plan.
-func (b *Book) refresh(gen int64, now time.Time, plan Plan) {
+func (b *Book) refresh(cluster State, now time.Time, plan Plan) {
 	b.mu.Lock()
-	cur, pod := b.cur, b.curPod
+	cur, pod, planned := b.cur, b.curPod, b.planState
 	due := !b.planNext.IsZero() && !now.Before(b.planNext)
-	stale := cur != nil && now.After(cur.Planned) && (gen != b.planGen || due)
 	b.mu.Unlock()
-	if !stale || pod == nil {
+	if cur == nil || pod == nil || !now.After(cur.Planned) {
 		return
 	}
-	b.replan(pod, cur.Key, gen, now, plan)
+	state := cluster()
+	if state == planned && !due {
+		return
+	}
+	b.replan(pod, cur.Key, state, now, plan)
 }
 
-func (b *Book) replan(pod *v1.Pod, key scoring.QueueKey, gen int64, now time.Time, plan Plan) {
+func (b *Book) replan(pod *v1.Pod, key scoring.QueueKey, state uint64, now time.Time, plan Plan) {
 	job := JobOf(pod)
 	nodes, start, next, ok := plan(pod, now)
 	if !ok {
@@ -398,7 +406,7 @@ func (b *Book) replan(pod *v1.Pod, key scoring.QueueKey, gen int64, now time.Tim
 	h := &Held{Job: job, Key: key, Start: start, Nodes: nodes, Planned: now,
 		Pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
 	b.mu.Lock()
-	b.planGen, b.planNext = gen, next
+	b.planState, b.planNext = state, next
 	prev, prevPod := b.cur, b.curPod
 	same := prev != nil && prev.Job == h.Job && prev.Start.Equal(h.Start) && slices.Equal(prev.Nodes, h.Nodes)
 	if same {

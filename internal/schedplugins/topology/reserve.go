@@ -2,6 +2,8 @@ package topology
 
 import (
 	"cmp"
+	"encoding/binary"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -118,13 +120,43 @@ func (t *Topology) planReservation(state fwk.CycleState, pod *v1.Pod, now time.T
 	return nodes, time.Unix(0, res.Start), next, true
 }
 
-// generation stands for the state of every node: the scheduler's cache
-// gives each change to a node or its pods a new, higher generation, so the
-// highest changes whenever anything does (a node removed aside).
-func generation(nis []fwk.NodeInfo) int64 {
-	var g int64
+// planState stands for everything planReservation reads of the cluster,
+// so that the book plans again when it changes (reservation.Book.For): each
+// node's generation, the pods on the node and which of them wait at
+// Permit. The generation alone (the scheduler's cache gives each change to
+// a node or its pods a new one) misses two changes a plan sees: the
+// scheduler's pod-group cycle assumes its trial members in the snapshot
+// and takes them back keeping each node's generation
+// (Snapshot.AssumePod, ForgetPod), so a plan made during a trial held
+// members that are gone, and one made before it misses members that are
+// there; and a member let go from Permit changes nothing in the cache,
+// though a plan counts a waiting member of another gang as holding
+// nothing it could free. Sums, not a running hash, so the order the
+// snapshot lists nodes and pods in does not matter.
+func (t *Topology) planState(nis []fwk.NodeInfo) uint64 {
+	var sum uint64
 	for _, ni := range nis {
-		g = max(g, ni.GetGeneration())
+		node := ni.Node()
+		if node == nil {
+			continue
+		}
+		var pods uint64
+		for _, p := range ni.GetPods() {
+			pod := p.GetPod()
+			waiting := byte(0)
+			if t.handle != nil && t.handle.GetWaitingPod(pod.UID) != nil {
+				waiting = 1
+			}
+			h := fnv.New64a()
+			h.Write([]byte(pod.UID))
+			h.Write([]byte{waiting})
+			pods += h.Sum64()
+		}
+		h := fnv.New64a()
+		h.Write([]byte(node.Name))
+		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(ni.GetGeneration())))
+		h.Write(binary.LittleEndian.AppendUint64(nil, pods))
+		sum += h.Sum64()
 	}
-	return g
+	return sum
 }

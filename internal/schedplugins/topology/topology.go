@@ -232,7 +232,7 @@ func (t *Topology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	var restricted *reservation.Restriction
 	if t.book != nil {
-		restricted = t.book.For(pod, generation(nodes), func(head *v1.Pod, now time.Time) ([]string, time.Time, time.Time, bool) {
+		restricted = t.book.For(pod, func() uint64 { return t.planState(nodes) }, func(head *v1.Pod, now time.Time) ([]string, time.Time, time.Time, bool) {
 			return t.planReservation(state, head, now)
 		})
 		if restricted != nil {
@@ -440,13 +440,17 @@ func (t *Topology) failed(state fwk.CycleState, pod *v1.Pod) {
 	if t.book == nil {
 		return
 	}
-	var gen int64
-	if t.handle != nil {
-		if nis, err := t.handle.SnapshotSharedLister().NodeInfos().List(); err == nil {
-			gen = generation(nis)
+	cluster := func() uint64 {
+		if t.handle == nil {
+			return 0
 		}
+		nis, err := t.handle.SnapshotSharedLister().NodeInfos().List()
+		if err != nil {
+			return 0
+		}
+		return t.planState(nis)
 	}
-	t.book.Failed(pod, gen, func(head *v1.Pod, now time.Time) ([]string, time.Time, time.Time, bool) {
+	t.book.Failed(pod, cluster, func(head *v1.Pod, now time.Time) ([]string, time.Time, time.Time, bool) {
 		return t.planReservation(state, head, now)
 	})
 }
