@@ -428,7 +428,7 @@ func (g *Gang) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ s
 // gang. Within a pod-group cycle the scheduler takes back every trial
 // reservation, whether the group fits or not, so only the reservation is
 // returned there: PodGroupPostFilter releases a gang whose cycle failed.
-func (g *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
+func (g *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string) {
 	cg := readGang(state)
 	if cg == nil {
 		return
@@ -441,7 +441,7 @@ func (g *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	// nominated node (core.Manager.Unnominate), whatever the pod object
 	// here says.
 	if pod.Status.NominatedNodeName != "" || utilfeature.DefaultFeatureGate.Enabled(features.NominatedNodeNameForExpectation) {
-		if err := g.mgr.Unnominate(ctx, pod); err != nil {
+		if err := g.mgr.Unnominate(ctx, pod, node); err != nil {
 			klog.FromContext(ctx).Error(err, "Clearing the nominated node of a released gang member", "pod", klog.KObj(pod))
 		}
 	}

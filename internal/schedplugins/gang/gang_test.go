@@ -41,6 +41,15 @@ import (
 type handle struct {
 	mu        sync.Mutex
 	activated []string
+	// cacher is the scheduler's APICacher, nil unless a test sets one
+	// (feature SchedulerAsyncAPICalls).
+	cacher fwk.APICacher
+}
+
+func (h *handle) APICacher() fwk.APICacher {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cacher
 }
 
 func (h *handle) IterateOverWaitingPods(func(fwk.WaitingPod)) {}

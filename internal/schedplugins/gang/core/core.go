@@ -44,6 +44,9 @@ const IndexPodGroup = "schedloop.io/pod-group"
 type Handle interface {
 	IterateOverWaitingPods(func(fwk.WaitingPod))
 	Activate(logger klog.Logger, pods map[string]*v1.Pod)
+	// APICacher is nil unless the scheduler makes its API calls
+	// asynchronously (see Unnominate).
+	APICacher() fwk.APICacher
 }
 
 // Manager tracks gangs for one scheduling profile.
@@ -596,18 +599,55 @@ func (m *Manager) Unreserve(pod *v1.Pod, key string) {
 // every other pod (as a preemptor's claim) and tries it there first, off
 // the plan its gang is placed by. Gang members never preempt, so a member
 // that is not held has no nomination worth keeping. Called where the
-// member's reservation is returned, after any write the scheduler made for
-// it, so the cleared value is the last.
-func (m *Manager) Unnominate(ctx context.Context, pod *v1.Pod) error {
+// member's reservation is returned (node is where it was placed), after
+// the scheduler asked for its write, so the cleared value must be the
+// last.
+//
+// That takes care where the scheduler makes its API calls asynchronously
+// (feature SchedulerAsyncAPICalls; the handle then has an APICacher). Its
+// binding cycle only queues the nomination in the API dispatcher and goes
+// on to wait at Permit, so when the member is turned away the nomination
+// may still be queued or in flight, and a clear written straight to the
+// API server could land before it. The dispatcher keeps at most one call
+// per pod and runs calls for one pod one after the other: a new call of
+// the same type is merged into a queued one (the newer nominating info
+// wins) and waits for one in flight to finish. So the clear is first
+// queued there as a status patch of its own and waited for: a queued
+// nomination is replaced by it and never sent, an in-flight one finishes
+// first. The patch is built from a status naming node as nominated, so
+// the dispatcher does not skip it as a no-op when the pod object at hand
+// (read before the nomination was written) names none. The same merge
+// means the clear cannot be left in the dispatcher for later: the
+// scheduler's failure handling queues the pod's PodScheduled condition
+// next, built from its informer's copy of the pod, and merged into a
+// queued clear that patch clears nothing while the copy does not yet show
+// the nomination (it writes only what differs from the copy). Once it is done, the clear is written
+// straight to the API server as well, unconditionally, after every call
+// the dispatcher had for the pod: the dispatcher's patch is computed
+// against the status it was given and the informer's copies it syncs
+// from, which can lag the nomination.
+func (m *Manager) Unnominate(ctx context.Context, pod *v1.Pod, node string) error {
 	if m.dyn == nil {
 		return nil
+	}
+	var queued error
+	if c := m.handle.APICacher(); c != nil {
+		nominated := &v1.Pod{ObjectMeta: pod.ObjectMeta, Status: *pod.Status.DeepCopy()}
+		nominated.Status.NominatedNodeName = node
+		onFinish, err := c.PatchPodStatus(nominated, nil, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride})
+		if err == nil {
+			err = c.WaitOnFinish(ctx, onFinish)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			queued = fmt.Errorf("clear the nominated node through the scheduler's API dispatcher: %w", err)
+		}
 	}
 	_, err := m.dyn.Resource(podsGVR).Namespace(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType,
 		[]byte(`{"status":{"nominatedNodeName":null}}`), metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) {
-		return nil
+		err = nil
 	}
-	return err
+	return errors.Join(queued, err)
 }
 
 var podsGVR = v1.SchemeGroupVersion.WithResource("pods")
