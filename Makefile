@@ -28,8 +28,8 @@ build: ## build every command into ./bin
 test: postgres chromium ## run every test (starts a local Postgres if none answers, installs Chromium if missing)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-difftest: ## the simulator against the live scheduler on the full differential workload (unlabelled nodes, GPU shares, preemption); fails below 98% identical placements
-	$(GO) test -count=1 -run '^TestDifferential$$' -timeout 60m -v ./internal/sim/fidelity/ -args -difftest.full -difftest.gang-apis podgroup
+difftest: ## the simulator against the live scheduler on the full differential workload (unlabelled nodes, GPU shares, preemption), and with reservations and DRA, gangs declared through each gang API; fails below 98% identical placements
+	$(GO) test -count=1 -run '^TestDifferential(Reservation|DRA)?$$' -timeout 80m -v ./internal/sim/fidelity/ -args -difftest.full -difftest.gang-apis podgroup,workload
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

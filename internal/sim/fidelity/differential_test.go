@@ -19,7 +19,7 @@ var (
 	diffJobs  = flag.Int("difftest.jobs", 0, "jobs in each differential workload (0: 300 in the full mix, 100 in the shared-rules mix)")
 	diffSeeds = flag.Int("difftest.seeds", 5, "workloads (seeds 1..N) BenchmarkSimLiveAgreement plays")
 	diffFull  = flag.Bool("difftest.full", false, "TestDifferential plays the full mix (unlabelled nodes, GPU shares, preemption), as make difftest does")
-	diffAPIs  = flag.String("difftest.gang-apis", "podgroup,workload", "comma-separated gang APIs (podgroup, workload) TestDifferential declares the live side's gangs through, one run each")
+	diffAPIs  = flag.String("difftest.gang-apis", "podgroup,workload", "comma-separated gang APIs (podgroup, workload) the differential tests declare the live side's gangs through, one run each; the reservation and DRA variants play podgroup alone unless it is given")
 )
 
 // policySeeds are the workloads the policy variants (reservations, DRA)
@@ -31,12 +31,37 @@ var policySeeds = []uint64{1, 2}
 
 // seeds is -difftest.seed when given, else policySeeds.
 func seeds() []uint64 {
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "difftest.seed" })
-	if given {
+	if given("difftest.seed") {
 		return []uint64{*diffSeed}
 	}
 	return policySeeds
+}
+
+// given reports whether the flag named name was set on the command line.
+func given(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// gangAPIs are the gang APIs of -difftest.gang-apis. The policy variants
+// (reservations, DRA) play the PodGroup API alone unless the flag is given
+// (make difftest gives both), which keeps make test's run time down; the
+// default of TestDifferential is both.
+func gangAPIs(t *testing.T, policy bool) []podgroup.API {
+	t.Helper()
+	if policy && !given("difftest.gang-apis") {
+		return []podgroup.API{podgroup.APIPodGroup}
+	}
+	var out []podgroup.API
+	for _, name := range strings.Split(*diffAPIs, ",") {
+		api, err := podgroup.ParseAPI(name)
+		if err != nil {
+			t.Fatalf("-difftest.gang-apis: %v", err)
+		}
+		out = append(out, api)
+	}
+	return out
 }
 
 // sharedRulesMix leaves out what the live scheduler does not yet do as the
@@ -71,11 +96,7 @@ func TestDifferential(t *testing.T) {
 	if *diffJobs > 0 {
 		jobs = *diffJobs
 	}
-	for _, name := range strings.Split(*diffAPIs, ",") {
-		api, err := podgroup.ParseAPI(name)
-		if err != nil {
-			t.Fatalf("-difftest.gang-apis: %v", err)
-		}
+	for _, api := range gangAPIs(t, false) {
 		t.Run(string(api), func(t *testing.T) {
 			n := jobs
 			if api == podgroup.APIWorkload && !*diffFull && *diffJobs == 0 {

@@ -19,14 +19,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
@@ -434,6 +437,19 @@ func newDriver(t testing.TB, sc scenario) *driver {
 	d.set = schedplugins.NewSetWithClock(func() time.Time { return startEpoch.Add(time.Duration(d.virtual.Load())) })
 	d.set.TrackPods()
 	plugins := append(d.set.Options(), app.WithPlugin(stepperName, d.st.factory))
+	// The stepper holds pods at PreEnqueue while the driver applies a step,
+	// but a pod whose backoff ends, or one the scheduler pops straight from
+	// its backoff queue when the active queue is empty (SchedulerPopFromBackoffQ),
+	// skips PreEnqueue there: PreEnqueue ran when it entered the queue. A
+	// pod group whose cycle failed is returned to the backoff queue, and on
+	// a wall-clock timer its next cycle began between two of a step's
+	// changes, on a snapshot holding some and not others (a 16-member
+	// Workload API gang placed beside a job whose pods were being
+	// deleted). With the feature off, a pod leaving the backoff queue meets
+	// PreEnqueue and the stepper, and waits for the step's activation, in
+	// queue order, as every other waiting pod does. It decides no
+	// placement: a pod is tried on the same cluster, only never mid-step.
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.SchedulerPopFromBackoffQ, false)
 	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{Config: schedulerConfig(t, c.Kubeconfig), Plugins: plugins, Setup: d.st.setup}); err != nil {
 		t.Fatal(err)
 	}

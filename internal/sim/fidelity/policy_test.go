@@ -96,19 +96,23 @@ func TestDifferentialShortestService(t *testing.T) {
 // takes once the running jobs predicted to end first have ended, and later
 // jobs backfill only where they are predicted to end before then. Run
 // times are predicted from the same published table on both sides, and
-// the live side plans on the driver's virtual clock. It plays policySeeds.
+// the live side plans on the driver's virtual clock. It plays policySeeds,
+// under each gang API of gangAPIs.
 func TestDifferentialReservation(t *testing.T) {
 	jobs := 60
 	if *diffJobs > 0 {
 		jobs = *diffJobs
 	}
-	for _, seed := range seeds() {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			sc := generate(seed, jobs, sharedRulesMix)
-			sc.profile += "reservation: {enabled: true}\n"
-			sc.table = serviceTable()
-			requireAgreement(t, sc)
-		})
+	for _, api := range gangAPIs(t, true) {
+		for _, seed := range seeds() {
+			t.Run(fmt.Sprintf("%s/seed%d", api, seed), func(t *testing.T) {
+				sc := generate(seed, jobs, sharedRulesMix)
+				sc.profile += "reservation: {enabled: true}\n"
+				sc.table = serviceTable()
+				sc.gangAPI = api
+				requireAgreement(t, sc)
+			})
+		}
 	}
 }
 
@@ -119,25 +123,29 @@ func TestDifferentialReservation(t *testing.T) {
 // out through claims as the simulator counts GPUs. Part of the A100 nodes
 // also carry partitioned GPUs (withMIG), and some jobs ask for MIG
 // instances through claims of NVIDIA's MIG class, which the simulator
-// replays as instances of their profile. It plays policySeeds.
+// replays as instances of their profile. It plays policySeeds,
+// under each gang API of gangAPIs.
 func TestDifferentialDRA(t *testing.T) {
 	jobs := 60
 	if *diffJobs > 0 {
 		jobs = *diffJobs
 	}
-	for _, seed := range seeds() {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			sc := withMIG(generate(seed, jobs, sharedRulesMix))
-			picked := map[string]bool{}
-			for i, j := range sc.jobs {
-				// MIG instances are served through claims alone: a DRA
-				// node advertises no nvidia.com/mig-* resource.
-				picked[j.Name] = i%2 == 0 || len(j.MIG) > 0
-			}
-			sc.dra = func(j trace.Job) bool { return picked[j.Name] }
-			requireMIGJobsRun(t, sc)
-			requireAgreement(t, sc)
-		})
+	for _, api := range gangAPIs(t, true) {
+		for _, seed := range seeds() {
+			t.Run(fmt.Sprintf("%s/seed%d", api, seed), func(t *testing.T) {
+				sc := withMIG(generate(seed, jobs, sharedRulesMix))
+				picked := map[string]bool{}
+				for i, j := range sc.jobs {
+					// MIG instances are served through claims alone: a DRA
+					// node advertises no nvidia.com/mig-* resource.
+					picked[j.Name] = i%2 == 0 || len(j.MIG) > 0
+				}
+				sc.dra = func(j trace.Job) bool { return picked[j.Name] }
+				sc.gangAPI = api
+				requireMIGJobsRun(t, sc)
+				requireAgreement(t, sc)
+			})
+		}
 	}
 }
 
