@@ -3,6 +3,7 @@ package schedplugins_test
 import (
 	"context"
 	"fmt"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"os"
 	"slices"
 	"strings"
@@ -64,6 +65,13 @@ func newEnvWith(t *testing.T, nodes []trace.Node, profileYAML string, set *sched
 // through edit first.
 func newEnvConfigured(t *testing.T, nodes []trace.Node, profileYAML string, set *schedplugins.Set, edit func(string) string) *env {
 	t.Helper()
+	return newEnvWithPlugins(t, nodes, profileYAML, set, edit)
+}
+
+// newEnvWithPlugins is newEnvConfigured with more plugins registered
+// beside set's (a test's own, which edit enables).
+func newEnvWithPlugins(t *testing.T, nodes []trace.Node, profileYAML string, set *schedplugins.Set, edit func(string) string, more ...app.Option) *env {
+	t.Helper()
 	// The Workload API is served in every test of this package: its gangs
 	// and the scheduler-plugins PodGroup's are placed side by side.
 	c := harness.NewForTest(t, harness.Options{WorkloadAPI: true})
@@ -79,7 +87,7 @@ func newEnvConfigured(t *testing.T, nodes []trace.Node, profileYAML string, set 
 		t.Fatal(err)
 	}
 	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{
-		Config: edit(schedulerConfig(t, c.Kubeconfig)), Plugins: set.Options(),
+		Config: edit(schedulerConfig(t, c.Kubeconfig)), Plugins: append(set.Options(), more...),
 	}); err != nil {
 		t.Fatal(err)
 	}

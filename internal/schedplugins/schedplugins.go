@@ -131,7 +131,9 @@ func (s *Set) newTopology(ctx context.Context, obj runtime.Object, h fwk.Handle)
 		}
 		s.watching = true
 	}
-	s.Reservations.Use(nil, h, h.EventRecorder())
+	// The book wakes the pods it turned away through the gang manager, which
+	// ends a Workload API gang's gate before activating its members.
+	s.Reservations.Use(nil, mgr, h.EventRecorder())
 	d, err := s.draLocked(h)
 	if err != nil {
 		return nil, err

@@ -527,3 +527,33 @@ func TestWakeDuringAPodGroupCycleIsKept(t *testing.T) {
 		t.Fatal("gang tried in a new cycle and refused is not held")
 	}
 }
+
+// The reservation book wakes the pods it turned away through the gang
+// manager when its reservation moves or ends: a Workload API gang held at
+// PreEnqueue since its cycle failed (a tried gang nothing woke) passes
+// PreEnqueue on the way in, where the handle's Activate alone would have
+// it meet the gate and go back to the pool.
+func TestActivateThroughTheManagerEndsTheGate(t *testing.T) {
+	pods := []*v1.Pod{workloadMember("big-0", "big", "8"), workloadMember("big-1", "big", "8")}
+	_, big := podgroup.NewWorkload("default", "big", 2)
+	f := newFixtureWith(t, pods, []*schedulingv1beta1.PodGroup{big})
+	ctx := t.Context()
+	if _, s := f.plugin.PreFilter(ctx, framework.NewCycleState(), pods[0], []fwk.NodeInfo{gpuNode("n1", "8")}); s.Code() != fwk.Unschedulable {
+		t.Fatalf("PreFilter %v, want Unschedulable (two 8-GPU members, one 8-GPU node)", s)
+	}
+	if s := f.plugin.PreEnqueue(ctx, pods[0]); s.IsSuccess() {
+		t.Fatal("a tried Workload API gang nothing woke passed PreEnqueue")
+	}
+	f.mgr.Activate(klog.Background(), map[string]*v1.Pod{"default/big-0": pods[0], "default/big-1": pods[1]})
+	f.h.mu.Lock()
+	activated := slices.Clone(f.h.activated)
+	f.h.mu.Unlock()
+	if !slices.Contains(activated, "default/big-0") || !slices.Contains(activated, "default/big-1") {
+		t.Fatalf("activated %v, want both members", activated)
+	}
+	for _, p := range pods {
+		if s := f.plugin.PreEnqueue(ctx, p); !s.IsSuccess() {
+			t.Fatalf("%s: held at PreEnqueue after the manager activated it: %v", p.Name, s)
+		}
+	}
+}

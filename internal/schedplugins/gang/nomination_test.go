@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	k8stesting "k8s.io/client-go/testing"
@@ -146,5 +149,45 @@ func TestUnreserveClearsTheNominationAfterAnAsyncWrite(t *testing.T) {
 	}
 	if writes[0] != "n1" {
 		t.Fatalf("nominated node writes, in the order applied: %q; the nomination in flight must land first", writes)
+	}
+}
+
+// A Workload API member is placed in a pod-group cycle: tried on the
+// snapshot (a trial reservation, taken back whatever the outcome), then,
+// the group fitting, reserved and permitted again for binding once the
+// scheduler has set the cycle's pod-group state aside. Turned away at
+// Permit there, its nomination is cleared as a PodGroup member's is, though
+// the pod object the plugin is handed carries none.
+func TestUnreserveClearsAWorkloadMembersNomination(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.NominatedNodeNameForExpectation, true)
+	held, seen := workloadMember("ok-0", "ok", "1"), workloadMember("ok-0", "ok", "1")
+	held.Status.NominatedNodeName = "n1"
+	_, ok := podgroup.NewWorkload("default", "ok", 2)
+	f := newFixtureWith(t, []*v1.Pod{held, workloadMember("ok-1", "ok", "1")}, []*schedulingv1beta1.PodGroup{ok})
+	ctx := t.Context()
+	nodes := []fwk.NodeInfo{gpuNode("n1", "8")}
+	state := framework.NewCycleState()
+	state.SetPodGroupSchedulingCycle(framework.NewCycleState())
+	if _, s := f.plugin.PreFilter(ctx, state, seen, nodes); !s.IsSuccess() {
+		t.Fatalf("PreFilter: %v", s)
+	}
+	if s := f.plugin.Reserve(ctx, state, seen, "n1"); !s.IsSuccess() {
+		t.Fatalf("trial Reserve: %v", s)
+	}
+	f.plugin.Unreserve(ctx, state, seen, "n1") // the trial taken back
+	state.SetPodGroupSchedulingCycle(nil)      // as kube-scheduler does before binding
+	if s := f.plugin.Reserve(ctx, state, seen, "n1"); !s.IsSuccess() {
+		t.Fatalf("Reserve: %v", s)
+	}
+	if s, _ := f.plugin.Permit(ctx, state, seen, "n1"); s.Code() != fwk.Wait {
+		t.Fatalf("Permit = %v, want Wait", s)
+	}
+	f.plugin.Unreserve(ctx, state, seen, "n1")
+	u, err := f.dyn.Resource(podsGVR).Namespace("default").Get(ctx, "ok-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nnn, _, _ := unstructured.NestedString(u.Object, "status", "nominatedNodeName"); nnn != "" {
+		t.Fatalf("released Workload API member still nominated to %q", nnn)
 	}
 }

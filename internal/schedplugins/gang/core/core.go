@@ -457,6 +457,21 @@ func (m *Manager) Gated(key string) bool {
 	return g.held
 }
 
+// Activate moves pods to the active queue, as the framework handle's
+// Activate does, ending first the gate of each gang among them (Wake): a
+// Workload API gang held at PreEnqueue (Gated) would otherwise meet the
+// gate again on its way in and go back to the pool, where a
+// scheduler-plugins gang's pods are tried. The reservation book activates
+// the pods it turned away through it when its reservation moves or ends.
+func (m *Manager) Activate(logger klog.Logger, pods map[string]*v1.Pod) {
+	for _, p := range pods {
+		if key, _, ok := podspec.GangKey(p); ok {
+			m.Wake(key)
+		}
+	}
+	m.handle.Activate(logger, pods)
+}
+
 // Wake ends key's gate: an event that may let it start has been seen.
 func (m *Manager) Wake(key string) {
 	m.mu.Lock()
