@@ -428,6 +428,11 @@ func (g *Gang) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ s
 // gang. Within a pod-group cycle the scheduler takes back every trial
 // reservation, whether the group fits or not, so only the reservation is
 // returned there: PodGroupPostFilter releases a gang whose cycle failed.
+// A Workload API member whose group fits is reserved and permitted again
+// for binding with the cycle's pod-group state set aside
+// (IsPodGroupSchedulingCycle is false), so turned away at Reserve or
+// Permit there it is released, and its nomination cleared, as a
+// scheduler-plugins member is.
 func (g *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string) {
 	cg := readGang(state)
 	if cg == nil {
