@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/schedloop/schedloop/internal/harness"
@@ -160,5 +162,54 @@ func TestMIGJobPods(t *testing.T) {
 	if sel.DeviceClassName != "mig.nvidia.com" || sel.Count != 1 || len(sel.Selectors) != 1 ||
 		sel.Selectors[0].CEL.Expression != `device.attributes["gpu.nvidia.com"].profile == "3g.40gb"` {
 		t.Errorf("3g.40gb claim template asks %+v", sel)
+	}
+}
+
+// A member's replacement pods are named apart from its first and from
+// every other member's, and the player reads the member back from each.
+func TestMemberPodNames(t *testing.T) {
+	seen := map[string]bool{}
+	for m := range 12 {
+		for k := range 3 {
+			name := MemberPodName("job-1", m, k)
+			if seen[name] {
+				t.Fatalf("pod name %s made twice", name)
+			}
+			seen[name] = true
+			if got := memberOf("job-1", name); got != m {
+				t.Errorf("memberOf(%s) = %d, want %d", name, got, m)
+			}
+		}
+	}
+	for _, name := range []string{"job-1", "job-1-x", "other-0", "job-1--1"} {
+		if got := memberOf("job-1", name); got != -1 {
+			t.Errorf("memberOf(%s) = %d, want -1", name, got)
+		}
+	}
+}
+
+// A lone job's pods carry the Job controller's labels, so the collector
+// keeps one job across an evicted pod and its replacement; a gang's do
+// not (its group is its job).
+func TestLoneJobCarriesJobLabels(t *testing.T) {
+	clock, _ := harness.NewClock(1)
+	lone := trace.Job{Name: "lone", Members: 1, GPUs: 1, Outcome: trace.Succeeded}
+	g := trace.Job{Name: "gang", Members: 2, GPUs: 1, Outcome: trace.Succeeded}
+	p, err := New(nil, nil, []trace.Job{lone, g}, Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, again := p.Pod("lone", 0, lone), p.Pod("lone", 0, lone)
+	again.Name = MemberPodName("lone", 0, 1)
+	again.UID = "other"
+	uid, name := podspec.LoneJob(first)
+	if uid == "" || name != "lone" {
+		t.Fatalf("lone pod reads as job %q %q, want the Job's UID and name lone", uid, name)
+	}
+	if u, n := podspec.LoneJob(again); u != uid || n != name {
+		t.Errorf("replacement reads as job %q %q, want %q %q", u, n, uid, name)
+	}
+	if _, ok := p.Pod("gang", 0, g).Labels[batchv1.ControllerUidLabel]; ok {
+		t.Error("a gang member carries the Job controller's UID label")
 	}
 }
