@@ -21,11 +21,15 @@ import (
 )
 
 // Workload is one job as Kueue sees it: the ClusterQueue its LocalQueue
-// points to, what it asks of each flavour and resource, and how long it runs
-// once admitted.
+// points to, what it asks, and how long it runs once admitted. Ask is what
+// it asks of each resource (any resource its ClusterQueue covers: GPUs, CPU,
+// other extended resources), the flavours chosen at each admission attempt
+// as Kueue chooses them (scoring's AssignFlavors); nil Ask takes Req as the
+// flavours already chosen, fixed.
 type Workload struct {
 	Key      string
 	Queue    string
+	Ask      map[string]int64
 	Req      map[scoring.FlavorResource]int64
 	Priority int32
 	Arrive   time.Time
@@ -51,6 +55,8 @@ type Event struct {
 	Borrowing bool
 	// By names the workload an eviction made room for.
 	By string
+	// Flavors is, for an admission, the flavour each resource was given.
+	Flavors map[string]string
 }
 
 // Result is a replay's events and each workload's time spent waiting for
@@ -62,7 +68,9 @@ type Result struct {
 }
 
 type state struct {
-	w        Workload
+	w Workload
+	// req is the flavours of the workload's last admission attempt.
+	req      map[scoring.FlavorResource]int64
 	queue    *scoring.KueueClusterQueue
 	waitFrom time.Time
 	running  bool
@@ -96,7 +104,7 @@ func Replay(cohort scoring.KueueCohort, wls []Workload, fairSharing bool) (Resul
 			return Result{}, fmt.Errorf("workload %s: run %v, want > 0", w.Key, w.Run)
 		}
 		seen[w.Key] = true
-		states = append(states, &state{w: w, queue: q, waitFrom: w.Arrive})
+		states = append(states, &state{w: w, queue: q, waitFrom: w.Arrive, req: w.Req})
 	}
 	res := Result{QuotaWait: map[string]time.Duration{}}
 	arrived := func(s *state, now time.Time) bool { return !s.w.Arrive.After(now) }
@@ -112,7 +120,7 @@ func Replay(cohort scoring.KueueCohort, wls []Workload, fairSharing bool) (Resul
 		for _, s := range states {
 			if s.running && !s.ends.After(now) {
 				s.running, s.done = false, true
-				s.queue.Release(s.w.Req)
+				s.queue.Release(s.req)
 				res.Events = append(res.Events, Event{At: s.ends, Key: s.w.Key, Queue: s.w.Queue, Kind: Finished})
 			}
 		}
@@ -133,18 +141,28 @@ func Replay(cohort scoring.KueueCohort, wls []Workload, fairSharing bool) (Resul
 			if len(heads) == 0 {
 				break
 			}
+			// Each head's flavours are chosen against the usage of now, as
+			// Kueue nominates them before ordering the cycle.
 			entries := make([]scoring.KueueEntry, 0, len(heads))
 			byKey := map[string]*state{}
 			for _, h := range heads {
-				entries = append(entries, scoring.KueueEntry{Key: h.w.Key, Queue: h.queue, Req: h.w.Req, Priority: h.w.Priority, Created: h.w.Arrive})
+				if h.w.Ask != nil {
+					req, mode := cohort.AssignFlavors(h.queue, h.w.Ask, running(states))
+					if mode == scoring.KueueNoFit {
+						passed[h] = true
+						continue
+					}
+					h.req = req
+				}
+				entries = append(entries, scoring.KueueEntry{Key: h.w.Key, Queue: h.queue, Req: h.req, Priority: h.w.Priority, Created: h.w.Arrive})
 				byKey[h.w.Key] = h
 			}
 			cohort.KueueOrder(entries, fairSharing)
 			admittedOne := false
 			for _, e := range entries {
 				s := byKey[e.Key]
-				if !cohort.Fits(s.queue, s.w.Req) {
-					victims := cohort.Reclaim(s.queue, s.w.Req, running(states))
+				if !cohort.Fits(s.queue, s.req) {
+					victims := cohort.Reclaim(s.queue, s.req, running(states))
 					if victims == nil {
 						passed[s] = true
 						continue
@@ -152,15 +170,19 @@ func Replay(cohort scoring.KueueCohort, wls []Workload, fairSharing bool) (Resul
 					for _, v := range victims {
 						vs := find(states, v.Key)
 						vs.running, vs.waitFrom = false, now
-						vs.queue.Release(vs.w.Req)
+						vs.queue.Release(vs.req)
 						res.Events = append(res.Events, Event{At: now, Key: vs.w.Key, Queue: vs.w.Queue, Kind: Evicted, By: s.w.Key})
 					}
 				}
-				borrowing := cohort.Borrows(s.queue, s.w.Req)
-				s.queue.Admit(s.w.Req)
+				borrowing := cohort.Borrows(s.queue, s.req)
+				s.queue.Admit(s.req)
 				s.running, s.admitted, s.ends = true, now, now.Add(s.w.Run)
 				res.QuotaWait[s.w.Key] += now.Sub(s.waitFrom)
-				res.Events = append(res.Events, Event{At: now, Key: s.w.Key, Queue: s.w.Queue, Kind: Admitted, Borrowing: borrowing})
+				flavors := map[string]string{}
+				for fr := range s.req {
+					flavors[fr.Resource] = fr.Flavor
+				}
+				res.Events = append(res.Events, Event{At: now, Key: s.w.Key, Queue: s.w.Queue, Kind: Admitted, Borrowing: borrowing, Flavors: flavors})
 				admittedOne = true
 				// Heads are reconsidered after each admission: usage moved.
 				break
@@ -220,7 +242,7 @@ func running(states []*state) []scoring.KueueAdmitted {
 	var out []scoring.KueueAdmitted
 	for _, s := range states {
 		if s.running {
-			out = append(out, scoring.KueueAdmitted{Key: s.w.Key, Queue: s.queue, Req: s.w.Req, Priority: s.w.Priority, Admitted: s.admitted})
+			out = append(out, scoring.KueueAdmitted{Key: s.w.Key, Queue: s.queue, Req: s.req, Priority: s.w.Priority, Admitted: s.admitted})
 		}
 	}
 	slices.SortFunc(out, func(a, b scoring.KueueAdmitted) int { return cmp.Compare(a.Key, b.Key) })
@@ -248,7 +270,35 @@ func Cohort(qs []schedloop.KueueClusterQueue) scoring.KueueCohort {
 			q.Quotas[scoring.FlavorResource{Flavor: r.Flavor, Resource: r.Resource}] = scoring.KueueQuota{
 				Nominal: r.Nominal, BorrowingLimit: r.BorrowingLimit, LendingLimit: r.LendingLimit}
 		}
+		q.Groups = Groups(cq.Quotas)
 		out = append(out, q)
+	}
+	return out
+}
+
+// Groups recovers a ClusterQueue's resource groups from its quotas in spec
+// order (resource groups, their flavours, each flavour's resources), as
+// the collector stores them: Kueue requires every flavour of a group to
+// list the group's resources and no flavour or resource to be in two
+// groups, so the flavours listing the same resources are one group, tried
+// in the order they appear.
+func Groups(quotas []schedloop.KueueQuota) []scoring.KueueResourceGroup {
+	var flavors []string
+	resources := map[string][]string{}
+	for _, q := range quotas {
+		if _, ok := resources[q.Flavor]; !ok {
+			flavors = append(flavors, q.Flavor)
+		}
+		resources[q.Flavor] = append(resources[q.Flavor], q.Resource)
+	}
+	var out []scoring.KueueResourceGroup
+	for _, f := range flavors {
+		i := slices.IndexFunc(out, func(g scoring.KueueResourceGroup) bool { return slices.Equal(g.Resources, resources[f]) })
+		if i < 0 {
+			out = append(out, scoring.KueueResourceGroup{Resources: resources[f]})
+			i = len(out) - 1
+		}
+		out[i].Flavors = append(out[i].Flavors, f)
 	}
 	return out
 }

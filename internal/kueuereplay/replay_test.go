@@ -178,3 +178,57 @@ func TestEveryResourceIsCharged(t *testing.T) {
 		t.Errorf("events:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestFlavorFallThrough: two ClusterQueues whose GPUs come in two flavours,
+// h100 tried before spot. team-d (WhenCanBorrow TryNextFlavor) passes over
+// the h100 it could borrow for its own spot; team-c's second job finds
+// h100 full and falls through to spot, borrowing team-d's; team-d's second
+// job finds h100 full, reclaims its spot from team-c and team-c's job waits,
+// no flavour left with room.
+func TestFlavorFallThrough(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	const gpu = "nvidia.com/gpu"
+	q := func(name string, h100, spot int64) *scoring.KueueClusterQueue {
+		return &scoring.KueueClusterQueue{Name: name, Cohort: "lab", Quotas: map[scoring.FlavorResource]scoring.KueueQuota{
+			{Flavor: "h100", Resource: gpu}: {Nominal: h100}, {Flavor: "spot", Resource: gpu}: {Nominal: spot}},
+			Groups: []scoring.KueueResourceGroup{{Resources: []string{gpu}, Flavors: []string{"h100", "spot"}}}}
+	}
+	c, d := q("team-c", 8, 0), q("team-d", 0, 16)
+	d.WhenCanBorrow = scoring.KueueTryNextFlavor
+	ask := map[string]int64{gpu: 8}
+	wls := []Workload{
+		{Key: "d1", Queue: "team-d", Ask: ask, Arrive: t0, Run: time.Hour},
+		{Key: "c1", Queue: "team-c", Ask: ask, Arrive: t0.Add(time.Second), Run: time.Hour},
+		{Key: "c2", Queue: "team-c", Ask: ask, Arrive: t0.Add(2 * time.Second), Run: time.Hour},
+		{Key: "d2", Queue: "team-d", Ask: ask, Arrive: t0.Add(3 * time.Second), Run: time.Hour},
+	}
+	res, err := Replay(scoring.KueueCohort{c, d}, wls, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range res.Events {
+		fmt.Fprintf(&b, "%s %s %s", e.At.Sub(t0), e.Kind, e.Key)
+		if e.Kind == Admitted {
+			b.WriteString(" on " + e.Flavors[gpu])
+		}
+		if e.Borrowing {
+			b.WriteString(" borrowing")
+		}
+		b.WriteString("\n")
+	}
+	want := `0s admitted d1 on spot
+1s admitted c1 on h100
+2s admitted c2 on spot borrowing
+3s evicted c2
+3s admitted d2 on spot
+1h0m0s finished d1
+1h0m0s admitted c2 on spot borrowing
+1h0m1s finished c1
+1h0m3s finished d2
+2h0m0s finished c2
+`
+	if got := b.String(); got != want {
+		t.Errorf("events:\n%s\nwant:\n%s", got, want)
+	}
+}

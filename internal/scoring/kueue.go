@@ -2,6 +2,7 @@ package scoring
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 )
@@ -37,6 +38,18 @@ type KueueClusterQueue struct {
 	Quotas     map[FlavorResource]KueueQuota
 	Usage      map[FlavorResource]int64
 	FairWeight float64
+	// Groups are the ClusterQueue's resource groups in spec order (see
+	// AssignFlavors). Nil: each resource of Quotas is a group of its own
+	// whose flavours are tried in name order.
+	Groups []KueueResourceGroup
+	// WhenCanBorrow and WhenCanPreempt are spec.flavorFungibility's
+	// policies, KueueMayStopSearch or KueueTryNextFlavor; "" is Kueue's
+	// default, MayStopSearch and TryNextFlavor. PreemptionOverBorrowing is
+	// its preference PreemptionOverBorrowing; false is
+	// BorrowingOverPreemption, Kueue's default.
+	WhenCanBorrow           string
+	WhenCanPreempt          string
+	PreemptionOverBorrowing bool
 }
 
 // KueueCohort is the ClusterQueues that share one cohort's quota.
@@ -285,4 +298,164 @@ func borrowsOnAny(q *KueueClusterQueue, req map[FlavorResource]int64) bool {
 		}
 	}
 	return false
+}
+
+// KueueResourceGroup is one of a ClusterQueue's resource groups: the
+// resources it covers and its flavours in the order Kueue tries them. A
+// workload's resources of one group all get the same flavour.
+type KueueResourceGroup struct {
+	Resources []string
+	Flavors   []string
+}
+
+// Kueue's FlavorFungibility policies (spec.flavorFungibility).
+const (
+	KueueMayStopSearch = "MayStopSearch"
+	KueueTryNextFlavor = "TryNextFlavor"
+)
+
+// KueueAssignMode is how a flavour assignment can be admitted now, worst
+// first (FlavorAssignmentMode in pkg/scheduler/flavorassigner, with NoFit
+// and a preemption that finds no candidates taken as one: neither admits).
+type KueueAssignMode int
+
+const (
+	KueueNoFit KueueAssignMode = iota
+	// KueueReclaim: admitted once workloads of other ClusterQueues that
+	// borrow the flavour are evicted (Reclaim).
+	KueueReclaim
+	KueueFit
+)
+
+// groups is cq's resource groups: Groups when set, else one group per
+// flavour-resource of Quotas, each with its one flavour.
+func (cq *KueueClusterQueue) groups() []KueueResourceGroup {
+	if len(cq.Groups) > 0 {
+		return cq.Groups
+	}
+	frs := slices.SortedFunc(func(yield func(FlavorResource) bool) {
+		for fr := range cq.Quotas {
+			if !yield(fr) {
+				return
+			}
+		}
+	}, func(a, b FlavorResource) int {
+		return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Flavor, b.Flavor))
+	})
+	var out []KueueResourceGroup
+	for _, fr := range frs {
+		if n := len(out); n > 0 && out[n-1].Resources[0] == fr.Resource {
+			out[n-1].Flavors = append(out[n-1].Flavors, fr.Flavor)
+			continue
+		}
+		out = append(out, KueueResourceGroup{Resources: []string{fr.Resource}, Flavors: []string{fr.Flavor}})
+	}
+	return out
+}
+
+// flavorMode is how one flavour would admit a group's requests: its
+// KueueAssignMode and whether it borrows (Kueue's borrowing level, one
+// cohort deep: 0 or 1).
+type flavorMode struct {
+	mode   KueueAssignMode
+	borrow bool
+}
+
+// preferred says whether a is a better flavour than b for the ClusterQueue
+// (isPreferred in pkg/scheduler/flavorassigner/flavorassigner.go): with
+// PreemptionOverBorrowing the one that does not borrow first, then the one
+// that needs no eviction; otherwise (BorrowingOverPreemption, Kueue's
+// default) the other way round.
+func (cq *KueueClusterQueue) preferred(a, b flavorMode) bool {
+	if a.mode == KueueNoFit {
+		return false
+	}
+	if b.mode == KueueNoFit {
+		return true
+	}
+	if cq.PreemptionOverBorrowing && a.borrow != b.borrow {
+		return !a.borrow
+	}
+	if a.mode != b.mode {
+		return a.mode > b.mode
+	}
+	return !a.borrow && b.borrow
+}
+
+// tryNext says whether Kueue goes on to the next flavour after one that
+// would admit as m (shouldTryNextFlavor): always after one that does not
+// admit, after one that needs evictions unless WhenCanPreempt is
+// MayStopSearch, after one that borrows when WhenCanBorrow is TryNextFlavor.
+func (cq *KueueClusterQueue) tryNext(m flavorMode) bool {
+	if m.mode == KueueNoFit {
+		return true
+	}
+	if m.mode == KueueReclaim && cq.WhenCanPreempt != KueueMayStopSearch {
+		return true
+	}
+	return m.borrow && cq.WhenCanBorrow == KueueTryNextFlavor
+}
+
+// AssignFlavors picks, for a workload asking ask (resource -> quantity, in
+// the resource's base unit, any resource: GPUs, CPU, other extended
+// resources), a flavour for each of cq's resource groups, as Kueue's
+// flavour assigner does (findFlavorForPodSets): the group's flavours in
+// order, each judged on cq's quota now (Fits, Borrows, Reclaim over
+// admitted); the first that needs no further search is taken, else the
+// preferred of those tried. It returns the assignment and the worst mode of
+// its groups; KueueNoFit with a nil assignment when some group has no
+// flavour that admits, or ask names a resource no group covers.
+//
+// Kueue assigns each pod set on its own and resumes a pending workload's
+// search after the flavour it last tried; here the workload's pod sets are
+// one request and every search starts at the first flavour. Flavours'
+// taints and node labels are not judged: every flavour is taken to accept
+// the workload's pods.
+func (c KueueCohort) AssignFlavors(cq *KueueClusterQueue, ask map[string]int64, admitted []KueueAdmitted) (map[FlavorResource]int64, KueueAssignMode) {
+	out := map[FlavorResource]int64{}
+	worst := KueueFit
+	covered := 0
+	for _, g := range cq.groups() {
+		var rs []string
+		for _, r := range g.Resources {
+			if _, ok := ask[r]; ok {
+				rs = append(rs, r)
+			}
+		}
+		if len(rs) == 0 {
+			continue
+		}
+		covered += len(rs)
+		var best map[FlavorResource]int64
+		bestMode := flavorMode{mode: KueueNoFit}
+		for _, f := range g.Flavors {
+			req := make(map[FlavorResource]int64, len(rs))
+			for _, r := range rs {
+				req[FlavorResource{Flavor: f, Resource: r}] = ask[r]
+			}
+			m := flavorMode{mode: KueueNoFit}
+			switch {
+			case c.Fits(cq, req):
+				m = flavorMode{mode: KueueFit, borrow: c.Borrows(cq, req)}
+			case c.Reclaim(cq, req, admitted) != nil:
+				m = flavorMode{mode: KueueReclaim}
+			}
+			if !cq.tryNext(m) {
+				best, bestMode = req, m
+				break
+			}
+			if cq.preferred(m, bestMode) {
+				best, bestMode = req, m
+			}
+		}
+		if bestMode.mode == KueueNoFit {
+			return nil, KueueNoFit
+		}
+		worst = min(worst, bestMode.mode)
+		maps.Copy(out, best)
+	}
+	if covered < len(ask) {
+		return nil, KueueNoFit
+	}
+	return out, worst
 }
