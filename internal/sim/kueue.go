@@ -21,9 +21,13 @@ type KueueFront struct {
 	Jobs        map[string]KueueJob
 }
 
-// KueueJob is one job's Kueue Workload: its ClusterQueue and its requests.
+// KueueJob is one job's Kueue Workload: its ClusterQueue and its requests,
+// per resource with the flavours left to the replay (Ask) or per
+// flavour-resource already chosen (Req, when Ask is nil), as
+// kueuereplay.Workload.
 type KueueJob struct {
 	Queue string
+	Ask   map[string]int64
 	Req   map[scoring.FlavorResource]int64
 }
 
@@ -114,7 +118,7 @@ func placeBehindKueue(ctx context.Context, c *Cluster, jobs []Job, cfg Config, f
 		if !ok {
 			continue
 		}
-		wls = append(wls, kueuereplay.Workload{Key: j.Name, Queue: kj.Queue, Req: kj.Req, Priority: j.Priority,
+		wls = append(wls, kueuereplay.Workload{Key: j.Name, Queue: kj.Queue, Ask: kj.Ask, Req: kj.Req, Priority: j.Priority,
 			Arrive: origin.Add(j.Arrival), Run: hold[j.Name]})
 	}
 	// Replays run in parallel on one Config: each plays its own copy.

@@ -518,7 +518,7 @@ func (e *env) replay() []string {
 		gpus := ps.Template.Spec.Containers[0].Resources.Requests[podspec.ResourceGPU]
 		jobs = append(jobs, sim.Job{Name: w.Key, Arrival: w.Arrive.Sub(origin), Duration: w.Run, Members: int(ps.Count),
 			Request: scoring.Request{GPUs: int(gpus.Value())}, Priority: w.Priority, Util: 1})
-		front.Jobs[w.Key] = sim.KueueJob{Queue: w.Queue, Req: w.Req}
+		front.Jobs[w.Key] = sim.KueueJob{Queue: w.Queue, Ask: w.Ask}
 	}
 	res, err := sim.Run(sim.NewCluster(trace.Inventory{Nodes: e.nodes}), jobs, sim.Config{Params: scoring.DefaultParams(), Kueue: &front})
 	if err != nil {

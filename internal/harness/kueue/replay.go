@@ -18,24 +18,34 @@ import (
 // replay starts from exactly the quota and workloads Kueue admitted from:
 // each ClusterQueue read as the collector reads it (events.KueueClusterQueueOf:
 // quotas per flavour and resource in thousandths, for CPU's sake; requests
-// alike), each Workload's requests summed
-// over its pod sets, its priority and its creation as arrival, run for run.
-// A workload asks each resource of the first flavour its ClusterQueue lists
-// for it, as Kueue tries flavours in order (the replay does not model
-// falling back to a later one). Usage starts at zero.
+// alike) with its resource groups and flavour fungibility from its spec,
+// each Workload's requests summed per resource over its pod sets (the
+// replay picks the flavours, as Kueue's flavour assigner), its priority and
+// its creation as arrival, run for run. Usage starts at zero.
 func ReplayInput(cqs []kueueapi.ClusterQueue, lqs []kueueapi.LocalQueue, wls []kueueapi.Workload, run time.Duration) (scoring.KueueCohort, []kueuereplay.Workload, error) {
 	stored := make([]schedloop.KueueClusterQueue, len(cqs))
-	firstFlavor := map[string]map[corev1.ResourceName]string{}
 	for i, cq := range cqs {
 		stored[i] = events.KueueClusterQueueOf(cq, time.Time{})
-		firstFlavor[cq.Name] = map[corev1.ResourceName]string{}
-		for _, r := range stored[i].Quotas {
-			if _, ok := firstFlavor[cq.Name][corev1.ResourceName(r.Resource)]; !ok {
-				firstFlavor[cq.Name][corev1.ResourceName(r.Resource)] = r.Flavor
-			}
-		}
 	}
 	cohort := kueuereplay.Cohort(stored)
+	for i, cq := range cqs {
+		q := cohort[i]
+		q.Groups = nil
+		for _, rg := range cq.Spec.ResourceGroups {
+			g := scoring.KueueResourceGroup{}
+			for _, r := range rg.CoveredResources {
+				g.Resources = append(g.Resources, string(r))
+			}
+			for _, f := range rg.Flavors {
+				g.Flavors = append(g.Flavors, string(f.Name))
+			}
+			q.Groups = append(q.Groups, g)
+		}
+		if ff := cq.Spec.FlavorFungibility; ff != nil {
+			q.WhenCanBorrow, q.WhenCanPreempt = string(ff.WhenCanBorrow), string(ff.WhenCanPreempt)
+			q.PreemptionOverBorrowing = ff.Preference != nil && *ff.Preference == kueueapi.PreemptionOverBorrowing
+		}
+	}
 	lqToCQ := map[string]string{}
 	for _, lq := range lqs {
 		lqToCQ[lq.Namespace+"/"+lq.Name] = string(lq.Spec.ClusterQueue)
@@ -47,17 +57,13 @@ func ReplayInput(cqs []kueueapi.ClusterQueue, lqs []kueueapi.LocalQueue, wls []k
 		if !ok {
 			return nil, nil, fmt.Errorf("workload %s: LocalQueue %q not given", key, wl.Spec.QueueName)
 		}
-		req := map[scoring.FlavorResource]int64{}
+		ask := map[string]int64{}
 		for _, ps := range wl.Spec.PodSets {
 			for name, qty := range podRequests(ps.Template.Spec) {
-				flavor, ok := firstFlavor[cq][name]
-				if !ok {
-					return nil, nil, fmt.Errorf("workload %s: ClusterQueue %s has no quota for %s", key, cq, name)
-				}
-				req[scoring.FlavorResource{Flavor: flavor, Resource: string(name)}] += int64(ps.Count) * qty
+				ask[string(name)] += int64(ps.Count) * qty
 			}
 		}
-		w := kueuereplay.Workload{Key: key, Queue: cq, Req: req, Arrive: wl.CreationTimestamp.Time, Run: run}
+		w := kueuereplay.Workload{Key: key, Queue: cq, Ask: ask, Arrive: wl.CreationTimestamp.Time, Run: run}
 		if wl.Spec.Priority != nil {
 			w.Priority = *wl.Spec.Priority
 		}
