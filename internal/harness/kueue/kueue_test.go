@@ -493,6 +493,35 @@ func liveOrder(stored []schedloop.KueueWorkload) []string {
 // as the live scheduler placed each admitted gang at once.
 func (e *env) replay() []string {
 	e.t.Helper()
+	r := e.simulate(nil)
+	now := time.Since(r.origin)
+	for i, j := range r.jobs {
+		if at, ok := r.res.Kueue.Admitted[j.Name]; ok && at <= now && (r.res.Jobs[i].Start != at || r.res.Jobs[i].State == sim.Unfinished) {
+			e.t.Errorf("simulator: %s admitted at %v, placed %+v; want it started at its admission", j.Name, at, r.res.Jobs[i])
+		}
+	}
+	return r.steps()
+}
+
+// simulation is a replay behind Kueue: its jobs (Kueue's workloads, then
+// the extra jobs), their outcomes, and the wall time its 0 stands for.
+type simulation struct {
+	jobs   []sim.Job
+	res    sim.Result
+	origin time.Time
+}
+
+// outsideJob is a job that does not go through Kueue, arriving at a wall
+// time.
+type outsideJob struct {
+	job    sim.Job
+	arrive time.Time
+}
+
+// simulate replays the cluster's Workloads behind Kueue, with extra jobs
+// outside Kueue queued at their arrival.
+func (e *env) simulate(extra []outsideJob) simulation {
+	e.t.Helper()
 	ctx := e.t.Context()
 	var cqs kueueapi.ClusterQueueList
 	var lqs kueueapi.LocalQueueList
@@ -510,6 +539,11 @@ func (e *env) replay() []string {
 		return cmp.Or(a.Arrive.Compare(b.Arrive), strings.Compare(a.Key, b.Key))
 	})
 	origin := workloads[0].Arrive
+	for _, x := range extra {
+		if x.arrive.Before(origin) {
+			origin = x.arrive
+		}
+	}
 	front := sim.KueueFront{Cohort: cohort, FairSharing: true, Jobs: map[string]sim.KueueJob{}}
 	var jobs []sim.Job
 	for _, w := range workloads {
@@ -520,15 +554,24 @@ func (e *env) replay() []string {
 			Request: scoring.Request{GPUs: int(gpus.Value())}, Priority: w.Priority, Util: 1})
 		front.Jobs[w.Key] = sim.KueueJob{Queue: w.Queue, Ask: w.Ask}
 	}
+	for _, x := range extra {
+		x.job.Arrival = x.arrive.Sub(origin)
+		jobs = append(jobs, x.job)
+	}
 	res, err := sim.Run(sim.NewCluster(trace.Inventory{Nodes: e.nodes}), jobs, sim.Config{Params: scoring.DefaultParams(), Kueue: &front})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	// The replay plays on to the last finish, hours ahead; the cluster has
-	// lived until now.
-	now := time.Now().Sub(origin)
+	return simulation{jobs: jobs, res: res, origin: origin}
+}
+
+// steps is the replay's admissions and evictions up to now: "admit a1",
+// "evict a2". The replay plays on to the last finish, hours ahead; the
+// cluster has lived until now.
+func (r simulation) steps() []string {
+	now := time.Since(r.origin)
 	var out []string
-	for _, ev := range res.Kueue.Quota.Events {
+	for _, ev := range r.res.Kueue.Quota.Events {
 		if ev.At.Sub(time.Time{}) > now {
 			break
 		}
@@ -538,11 +581,6 @@ func (e *env) replay() []string {
 			out = append(out, "admit "+name)
 		case kueuereplay.Evicted:
 			out = append(out, "evict "+name)
-		}
-	}
-	for i, j := range jobs {
-		if at, ok := res.Kueue.Admitted[j.Name]; ok && at <= now && (res.Jobs[i].Start != at || res.Jobs[i].State == sim.Unfinished) {
-			e.t.Errorf("simulator: %s admitted at %v, placed %+v; want it started at its admission", j.Name, at, res.Jobs[i])
 		}
 	}
 	return out
