@@ -105,6 +105,7 @@ var (
 	// Volcano writes "unavailable" where kube-scheduler writes "available"
 	// (volcano-sh/volcano pkg/scheduler/api/unschedule_info.go, FitErrors.Error).
 	headerRE       = regexp.MustCompile(`^0/(\d+) nodes are (?:un)?available:`)
+	placementsRE   = regexp.MustCompile(`^0/(\d+) placements are available, first placement status: (.*)$`)
 	pluginErrorRE  = regexp.MustCompile(`^running (?:[A-Za-z]+ on )?([A-Za-z]+) plugin "([^"]*)": `)
 	countedItemRE  = regexp.MustCompile(`^(\d+) (.+)$`)
 	separatorCount = regexp.MustCompile(`^, \d+ `)
@@ -143,6 +144,26 @@ func ParseFailedScheduling(msg string) FailedScheduling {
 		f.Parsed = true
 		f.Category = primaryCategory(f.Reasons)
 		return f
+	}
+
+	// kube-scheduler's pod-group cycle when no placement fits the group
+	// (pkg/scheduler/schedule_one_podgroup.go,
+	// podGroupSchedulingPlacementAlgorithm). With more than one placement
+	// each is a topology domain the TopologyPlacement plugin made from the
+	// group's topology constraint, and the group fits in none: a topology
+	// wait. One placement is the whole cluster: the first placement's
+	// status says why.
+	if m := placementsRE.FindStringSubmatch(text); m != nil {
+		inner := ParseFailedScheduling(m[2])
+		inner.Message = msg
+		if n, err := strconv.Atoi(m[1]); err == nil && n > 1 {
+			inner.Parsed, inner.Category = true, schedloop.WaitTopology
+			if inner.Reasons == nil {
+				inner.Reasons = map[string]int{}
+			}
+			inner.Reasons["pod group fits in no placement"] = 0
+		}
+		return inner
 	}
 
 	if text == noNodesMsg || text == noNodesMsg+"." {
@@ -325,6 +346,9 @@ var rules = []rule{
 	{text: "waiting for pods's pod group", category: schedloop.WaitGangIncomplete},
 	{text: "waiting for composite pod group", category: schedloop.WaitGangIncomplete},
 	{text: "minCount (", category: schedloop.WaitGangIncomplete},
+	// GangScheduling's PreEnqueue before the scheduler has seen the gang's
+	// composite pod group: it waits for that object as for its pod group.
+	{text: "failed to build hierarchy snapshot: composite pod group object not found", category: schedloop.WaitGangIncomplete},
 	{text: "pod with pgName: ", category: schedloop.WaitGangIncomplete},
 	{text: "PodGroup ", category: schedloop.WaitGangIncomplete},
 

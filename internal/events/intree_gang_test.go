@@ -84,8 +84,10 @@ func instantiate(format string) string {
 
 // Every waiting and refusal message in the Kubernetes 1.37 GangScheduling
 // plugin's source, as a FailedScheduling event carries it (the pod-group
-// cycle reports the plugin's status message as is), is a gang wait; its
-// internal errors (hierarchy snapshots that cannot be built) are not.
+// cycle reports the plugin's status message as is), is a gang wait: a
+// composite pod group not yet in the scheduler's state holds its pods as a
+// pod group not yet seen does. A hierarchy snapshot that fails to build for
+// another error ("failed to build hierarchy snapshot: %v") is not.
 // The messages are read from the plugin's source, so a change upstream
 // fails here rather than passing as "other" unseen.
 func TestInTreeGangSchedulingReasons(t *testing.T) {
@@ -97,7 +99,7 @@ func TestInTreeGangSchedulingReasons(t *testing.T) {
 		msg := instantiate(format)
 		got := ParseFailedScheduling(msg).Category
 		want := schedloop.WaitGangIncomplete
-		if strings.HasPrefix(format, "failed to build hierarchy snapshot") {
+		if format == "failed to build hierarchy snapshot: %v" {
 			want = schedloop.WaitOther
 		}
 		if got != want {

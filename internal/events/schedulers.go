@@ -25,6 +25,17 @@ var (
 	volcanoOriginRE = regexp.MustCompile(`\. Origin reason is [^:]*: (.*)$`)
 	// JobInfo.TaskSchedulingReason for a task that fits while its gang does not.
 	volcanoPossiblyRE = regexp.MustCompile(`^Pod \S+ can possibly be assigned to \S+`)
+	// HyperNode (network-topology-aware) scheduling's fit summary, which
+	// JobInfo.SetHyperNodeFitErrors writes into the job's fit error
+	// (pkg/scheduler/actions/allocate/allocate.go; format in
+	// docs/design/group-topology-affinity.md): "HyperNode: <eligible>/<total>
+	// hyperNodes available [(minResource: ...)]:\n<tier> <e>/<t> (<n>
+	// <excluded by>, ...); ...", then "Node: <task>: In hyperNode <name>:
+	// <fit error>" for the nodes of the hyperNodes tried.
+	volcanoHyperNodeRE       = regexp.MustCompile(`HyperNode: (\d+)/(\d+) hyperNodes available`)
+	volcanoHyperNodeTierRE   = regexp.MustCompile(`(?m)(?:^|; )\S+ \d+/\d+ \(([^)]*)\)`)
+	volcanoHyperNodeNodeRE   = regexp.MustCompile(`In hyperNode \S+: (0/\d+ nodes are (?:un)?available: [^\n]*)`)
+	volcanoHyperNodeReasonRE = regexp.MustCompile(`^(\d+) (\S+)$`)
 
 	// apache/yunikorn-core pkg/scheduler/objects/events/ask_events.go.
 	yunikornQueueRE     = regexp.MustCompile(`^Request '[^']*' does not fit in queue '([^']*)'`)
@@ -84,6 +95,8 @@ func parseOtherScheduler(text string) (FailedScheduling, bool) {
 	f := FailedScheduling{Category: schedloop.WaitOther}
 	text = strings.TrimSpace(text)
 	switch {
+	case volcanoHyperNodeRE.MatchString(text):
+		return parseVolcanoHyperNodes(text), true
 	case volcanoGangRE.MatchString(text):
 		return parseVolcanoJob(volcanoGangRE.FindStringSubmatch(text)[3])
 	case strings.HasPrefix(text, volcanoNotReady):
@@ -192,6 +205,36 @@ func parseVolcanoJob(s string) (FailedScheduling, bool) {
 	}
 	f.Reasons = map[string]int{volcanoNotReady: 0}
 	return f, true
+}
+
+// parseVolcanoHyperNodes reads the HyperNode fit summary, alone or inside
+// a gang's fit error. The job waits for a topology domain that holds it:
+// either none is allowed (its network topology or group anti-affinity
+// excluded them, or their free capacity is below the job's minimum) or the
+// nodes of those allowed lack room; both are filed under topology, as KAI's
+// node-group shortages are. The reasons keep how many hyperNodes each
+// constraint excluded and the node reasons inside the hyperNodes tried.
+func parseVolcanoHyperNodes(text string) FailedScheduling {
+	f := FailedScheduling{Category: schedloop.WaitTopology, Parsed: true, Reasons: map[string]int{}}
+	m := volcanoHyperNodeRE.FindStringSubmatch(text)
+	f.Reasons["hyperNodes available "+m[1]+"/"+m[2]] = 0
+	for _, t := range volcanoHyperNodeTierRE.FindAllStringSubmatch(text[strings.Index(text, m[0]):], -1) {
+		for _, item := range strings.Split(t[1], ", ") {
+			if rm := volcanoHyperNodeReasonRE.FindStringSubmatch(strings.TrimSpace(item)); rm != nil {
+				if n, err := strconv.Atoi(rm[1]); err == nil {
+					f.Reasons["hyperNode(s) excluded by "+rm[2]] += n
+				}
+			}
+		}
+	}
+	for _, nm := range volcanoHyperNodeNodeRE.FindAllStringSubmatch(text, -1) {
+		if _, counts, ok := parseNodeList(nm[1]); ok {
+			for r, n := range counts {
+				f.Reasons[r] += n
+			}
+		}
+	}
+	return f
 }
 
 // parseKAIList reads ": <n> <reason>. \n<reason>." after one of KAI's
