@@ -92,7 +92,7 @@ the dashboard, then:
      emptiest nodes, as kube-scheduler's LeastAllocated scoring does);
   2. runs the tuner, starting from that profile, on the history the collector
      stored, changing only what the scheduler applies live (-knobs), and
-     publishes its proposal;
+     publishes its proposal if the guardrails accept it (-publish);
   3. waits for the scheduler to reload that profile;
   4. replays the same slice again under it;
   5. prints GPU idle share, mean JCT, mean queueing and high-priority p95 wait
@@ -134,7 +134,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.rounds, "rounds", 1, "tuner coordinate-descent rounds")
 	fs.DurationVar(&c.phaseTimeout, "phase-timeout", 15*time.Minute, "give up when one replay takes longer than this")
 	fs.StringVar(&c.beforeProfile, "before-profile", "", "profile document the first replay runs under and the tuner starts from (empty: the built-in stock-leastallocated, what an untuned kube-scheduler's LeastAllocated scoring does)")
-	fs.StringVar(&c.publish, "publish", publishAlways, "when the tuner's proposal reaches the scheduler: \""+publishGuarded+"\" only if the guardrails (-margin, 95% lower bound) accept it, as `tuner run` does; \""+publishAlways+"\" even when they do not, so the reload is always shown (the stored profile says so)")
+	fs.StringVar(&c.publish, "publish", publishGuarded, "when the tuner's proposal reaches the scheduler: \""+publishGuarded+"\" only if the guardrails (-margin, 95% lower bound, no headline number worse past its tolerance) accept it, as `tuner run` does; \""+publishAlways+"\" even when they do not, so the reload is always shown (the stored profile says so)")
 	fs.StringVar(&c.summaryOut, "summary-out", "", "also write the summary as JSON to this file")
 	fs.IntVar(&c.surveyEvery, "survey-every", 0, "instead of running the loop, replay in the simulator (no cluster, no database) every window of -jobs jobs that starts at every this many jobs of -trace, cut as the loop cuts its slice, under -before-profile and under it ordered by shortest service (run times predicted from a table fitted on the window, and exact), and print how much the order moves each window's mean JCT (0: run the loop)")
 	fs.IntVar(&c.pickEvery, "pick-every", 0, "choose -skip: of the windows of -jobs jobs starting every this many jobs of -trace, replay the one whose jobs queue for the largest share of their JCT under -before-profile in the simulator (the earliest on a tie; the rule looks at the stock replay only, never at what tuning gains); 0: -skip as given")

@@ -42,11 +42,7 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 	// The replays start each job as late as this control plane started
 	// the jobs that had room (tuner.StartLatency), so what they predict
 	// is what this cluster, at this clock, will measure.
-	hist, err := lifecycle.History(ctx, s, src)
-	if err != nil {
-		return tuneResult{}, err
-	}
-	if base.StartLatency, err = tuner.StartLatency(ctx, hist, w, base, tuner.FromDocument(current).Params); err != nil {
+	if base.StartLatency, err = lifecycle.StartLatency(ctx, s, src, w, base, current.Params()); err != nil {
 		return tuneResult{}, err
 	}
 	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles, changing %s; each start %v after its placement, the median wait of the jobs that had room",

@@ -244,6 +244,12 @@ func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guar
 		bar = newProgress(stderr, "search", time.Now)
 	}
 	base := sim.Config{Preemption: f.preemption, HighPriority: int32(f.highPriority), PercentageOfNodesToScore: f.percentageOfNodesToScore}
+	// The replays start each job as late as the control plane started the
+	// stored jobs that had room, as the demo's do: what they predict is
+	// what this cluster will measure.
+	if base.StartLatency, err = lifecycle.StartLatency(ctx, s, src, w, base, cur.Params()); err != nil {
+		return tuner.Report{}, err
+	}
 	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: cur, Name: name, Objective: o, Guard: g, Source: src,
 		Replays:         tuner.Replays{Count: f.replays, Jitter: f.jitter, Seed: f.seed},
 		HoldoutFraction: f.holdout, Rounds: f.rounds, MinGain: f.minGain,

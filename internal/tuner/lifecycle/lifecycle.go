@@ -18,6 +18,7 @@ import (
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/store"
 	"github.com/schedloop/schedloop/internal/trace"
@@ -114,6 +115,22 @@ func Load(ctx context.Context, s *store.Store, src tuner.Source) (tuner.Workload
 		return w, fmt.Errorf("only %d jobs to replay: not enough history to tune on", len(w.Jobs))
 	}
 	return w, nil
+}
+
+// StartLatency is tuner.StartLatency over the stored history src names,
+// which w was loaded from (Load), the jobs having run under p: how long
+// after its placement the control plane started a job that had room. Zero
+// when w was read from a jobs file rather than the store: a trace records
+// its own starts.
+func StartLatency(ctx context.Context, s *store.Store, src tuner.Source, w tuner.Workload, base sim.Config, p scoring.Params) (time.Duration, error) {
+	if s == nil || src.JobsFile != "" {
+		return 0, nil
+	}
+	hist, err := History(ctx, s, src)
+	if err != nil {
+		return 0, err
+	}
+	return tuner.StartLatency(ctx, hist, w, base, p)
 }
 
 // History is the stored jobs src names: created in [From, To), of
