@@ -42,7 +42,7 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 	// The replays start each job as late as this control plane started
 	// the jobs that had room (tuner.StartLatency), so what they predict
 	// is what this cluster, at this clock, will measure.
-	if base.StartLatency, err = lifecycle.StartLatency(ctx, s, src, w, base, current.Params()); err != nil {
+	if base, err = lifecycle.WithStartLatency(ctx, s, src, w, base, current.Params()); err != nil {
 		return tuneResult{}, err
 	}
 	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles, changing %s; each start %v after its placement, the median wait of the jobs that had room",

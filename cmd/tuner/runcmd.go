@@ -247,7 +247,7 @@ func tuneOnce(ctx context.Context, f *tuneFlags, o tuner.Objective, g tuner.Guar
 	// The replays start each job as late as the control plane started the
 	// stored jobs that had room, as the demo's do: what they predict is
 	// what this cluster will measure.
-	if base.StartLatency, err = lifecycle.StartLatency(ctx, s, src, w, base, cur.Params()); err != nil {
+	if base, err = lifecycle.WithStartLatency(ctx, s, src, w, base, cur.Params()); err != nil {
 		return tuner.Report{}, err
 	}
 	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: cur, Name: name, Objective: o, Guard: g, Source: src,

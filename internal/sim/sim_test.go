@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -122,6 +123,38 @@ func TestStartLatency(t *testing.T) {
 	}
 	// Zero latency is the replay without it.
 	checkStarts(t, cluster(1, 8), jobs, Config{Params: scoring.Params{Weights: bin}}, []time.Duration{0, sec(100), sec(110)})
+}
+
+// With a spread, each job starts one of its latencies after its placement,
+// the same one in every replay and whatever StartLatency says.
+func TestStartLatencySpread(t *testing.T) {
+	jobs := []Job{job("a", 0, 10, 1, 1), job("b", 0, 10, 1, 1), job("c", 0, 10, 1, 1), job("d", 0, 10, 1, 1)}
+	spread := []time.Duration{sec(1), sec(2), sec(3)}
+	cfg := Config{Params: scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}, StartLatency: sec(100), StartLatencySpread: spread}
+	first, err := Run(cluster(1, 8), jobs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[time.Duration]bool{}
+	for i, o := range first.Jobs {
+		if !slices.Contains(spread, o.Start) {
+			t.Errorf("%s started at %v, want one of %v", jobs[i].Name, o.Start, spread)
+		}
+		seen[o.Start] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("every job started at the same latency %v: want them spread by name", first.Jobs[0].Start)
+	}
+	// Reversed input order: each job by its name, not its position.
+	again, err := Run(cluster(1, 8), []Job{jobs[3], jobs[2], jobs[1], jobs[0]}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range again.Jobs {
+		if want := first.Jobs[3-i].Start; o.Start != want {
+			t.Errorf("%s started at %v in the second replay, %v in the first", jobs[3-i].Name, o.Start, want)
+		}
+	}
 }
 
 func TestPreemptedJobRestarts(t *testing.T) {

@@ -50,6 +50,9 @@ type Inputs struct {
 	// StartLatencyS is sim.Config.StartLatency in seconds (StartLatency
 	// estimates it from stored history; zero: none).
 	StartLatencyS float64 `json:"startLatencySeconds,omitempty"`
+	// StartLatencySpreadS is sim.Config.StartLatencySpread in seconds
+	// (StartLatencies; empty: StartLatencyS for every job).
+	StartLatencySpreadS []float64 `json:"startLatencySpreadSeconds,omitempty"`
 	// Version is the program that computed the report (Version()).
 	Version string `json:"version"`
 }
@@ -207,4 +210,13 @@ func (r Report) Annotations() map[string]string {
 		out[EvidenceAnnotationPrefix+k] = v
 	}
 	return out
+}
+
+// spread describes StartLatencySpreadS for the explanation ("" without).
+func (x Inputs) spread() string {
+	n := len(x.StartLatencySpreadS)
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (each job one of %d waits, %gs to %gs)", n, x.StartLatencySpreadS[0], x.StartLatencySpreadS[n-1])
 }

@@ -25,6 +25,37 @@ import (
 // is multiplied into minutes of trace time, and a replay without it
 // predicts every start early.
 func StartLatency(ctx context.Context, hist []schedloop.Job, w Workload, base sim.Config, p scoring.Params) (time.Duration, error) {
+	found, err := roomWaits(ctx, hist, w, base, p)
+	if len(found) == 0 || err != nil {
+		return 0, err
+	}
+	// The lower median: a stored wait, not an average of two.
+	return found[(len(found)-1)/2], nil
+}
+
+// MaxStartLatencySpread bounds StartLatencies' answer, which a report
+// stores.
+const MaxStartLatencySpread = 33
+
+// StartLatencies is the spread of the waits StartLatency takes the median
+// of (sim.Config.StartLatencySpread): at most MaxStartLatencySpread of
+// them, evenly spaced quantiles from the least to the greatest, ascending;
+// nil when no job found room.
+func StartLatencies(ctx context.Context, hist []schedloop.Job, w Workload, base sim.Config, p scoring.Params) ([]time.Duration, error) {
+	found, err := roomWaits(ctx, hist, w, base, p)
+	if len(found) <= MaxStartLatencySpread || err != nil {
+		return found, err
+	}
+	out := make([]time.Duration, MaxStartLatencySpread)
+	for i := range out {
+		out[i] = found[i*(len(found)-1)/(MaxStartLatencySpread-1)]
+	}
+	return out, nil
+}
+
+// roomWaits is the stored waits of the jobs that found room (StartLatency),
+// rounded to the millisecond, ascending.
+func roomWaits(ctx context.Context, hist []schedloop.Job, w Workload, base sim.Config, p scoring.Params) ([]time.Duration, error) {
 	waits := make(map[string]time.Duration, len(hist))
 	for _, j := range hist {
 		if b := Began(j); !b.IsZero() {
@@ -32,25 +63,21 @@ func StartLatency(ctx context.Context, hist []schedloop.Job, w Workload, base si
 		}
 	}
 	if len(waits) == 0 {
-		return 0, nil
+		return nil, nil
 	}
-	base.StartLatency = 0
+	base.StartLatency, base.StartLatencySpread = 0, nil
 	res, err := replayWhole(ctx, w, base, FitPredictor(w.Jobs), p)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	var found []time.Duration
 	for i, o := range res.Jobs {
 		j := w.Jobs[i]
 		wait, ok := waits[j.Name]
 		if ok && o.State == sim.Done && o.Preemptions == 0 && o.Start == j.Arrival {
-			found = append(found, wait)
+			found = append(found, wait.Round(time.Millisecond))
 		}
 	}
-	if len(found) == 0 {
-		return 0, nil
-	}
 	slices.Sort(found)
-	// The lower median: a stored wait, not an average of two.
-	return found[(len(found)-1)/2].Round(time.Millisecond), nil
+	return found, nil
 }

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -36,6 +37,14 @@ func TestStartLatency(t *testing.T) {
 	}
 	if want := 400 * time.Millisecond; got != want {
 		t.Errorf("start latency %v, want %v (the median of 0.2, 0.4 and 0.9 s)", got, want)
+	}
+	// The spread is every wait of a job with room, ascending.
+	spread, err := StartLatencies(context.Background(), hist, w, sim.Config{}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 900 * time.Millisecond}; !slices.Equal(spread, want) {
+		t.Errorf("spread %v, want %v", spread, want)
 	}
 	// Replayed with it, a job with room waits the latency.
 	res, err := replayWhole(context.Background(), w, sim.Config{StartLatency: got}, FitPredictor(w.Jobs), p)

@@ -174,6 +174,9 @@ func (in Input) inputs() Inputs {
 		HoldoutFraction: in.HoldoutFraction, Rounds: in.Rounds, MinGain: in.MinGain, Knobs: in.Knobs, Preemption: in.Base.Preemption,
 		HighPriority: in.Base.HighPriority, PercentageOfNodesToScore: in.Base.PercentageOfNodesToScore,
 		StartLatencyS: in.Base.StartLatency.Seconds(), Version: Version()}
+	for _, d := range in.Base.StartLatencySpread {
+		x.StartLatencySpreadS = append(x.StartLatencySpreadS, d.Seconds())
+	}
 	if x.Seed == 0 {
 		x.Seed, x.SeedDerived = DeriveSeed(x.JobsHash, x.InventoryHash), true
 	}
@@ -250,8 +253,8 @@ func (r Report) Explain(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "inputs: seed %s; %s\n", seed, in.Source)
 	fmt.Fprintf(tw, "  %d jobs, sha256 %s; %d nodes, sha256 %s\n", in.Jobs, short(in.JobsHash), in.Nodes, short(in.InventoryHash))
-	fmt.Fprintf(tw, "  hold-out %g, %d rounds, min gain %g, preemption %t, high priority >= %d, percentageOfNodesToScore %d, start latency %gs; version %s\n",
-		in.HoldoutFraction, in.Rounds, in.MinGain, in.Preemption, in.HighPriority, in.PercentageOfNodesToScore, in.StartLatencyS, in.Version)
+	fmt.Fprintf(tw, "  hold-out %g, %d rounds, min gain %g, preemption %t, high priority >= %d, percentageOfNodesToScore %d, start latency %gs%s; version %s\n",
+		in.HoldoutFraction, in.Rounds, in.MinGain, in.Preemption, in.HighPriority, in.PercentageOfNodesToScore, in.StartLatencyS, in.spread(), in.Version)
 	fmt.Fprintf(tw, "check: %s\n", r.VerifyCommand())
 	if p := r.Prediction; p.Jobs > 0 {
 		fmt.Fprintf(tw, "run-time prediction on the held-out jobs (each from the jobs finished before it): Spearman %.2f, %.0f%% within 2x of actual, %d jobs\n",

@@ -27,6 +27,9 @@ func InputFromReport(r Report, w Workload) (Input, error) {
 		HoldoutFraction: x.HoldoutFraction, Rounds: x.Rounds, MinGain: x.MinGain, Knobs: x.Knobs}
 	in.Base.Preemption, in.Base.HighPriority, in.Base.PercentageOfNodesToScore = x.Preemption, x.HighPriority, x.PercentageOfNodesToScore
 	in.Base.StartLatency = time.Duration(x.StartLatencyS * float64(time.Second))
+	for _, v := range x.StartLatencySpreadS {
+		in.Base.StartLatencySpread = append(in.Base.StartLatencySpread, time.Duration(math.Round(v*1e9)))
+	}
 	return in, nil
 }
 

@@ -117,20 +117,30 @@ func Load(ctx context.Context, s *store.Store, src tuner.Source) (tuner.Workload
 	return w, nil
 }
 
-// StartLatency is tuner.StartLatency over the stored history src names,
-// which w was loaded from (Load), the jobs having run under p: how long
-// after its placement the control plane started a job that had room. Zero
-// when w was read from a jobs file rather than the store: a trace records
-// its own starts.
-func StartLatency(ctx context.Context, s *store.Store, src tuner.Source, w tuner.Workload, base sim.Config, p scoring.Params) (time.Duration, error) {
+// WithStartLatency is base with the start latency and its spread estimated
+// from the stored history src names (tuner.StartLatency and
+// tuner.StartLatencies), which w was loaded from (Load), the jobs having run
+// under p: how long after its placement the control plane started a job
+// that had room. base as it is when w was read from a jobs file rather than
+// the store: a trace records its own starts.
+func WithStartLatency(ctx context.Context, s *store.Store, src tuner.Source, w tuner.Workload, base sim.Config, p scoring.Params) (sim.Config, error) {
 	if s == nil || src.JobsFile != "" {
-		return 0, nil
+		return base, nil
 	}
 	hist, err := History(ctx, s, src)
 	if err != nil {
-		return 0, err
+		return base, err
 	}
-	return tuner.StartLatency(ctx, hist, w, base, p)
+	median, err := tuner.StartLatency(ctx, hist, w, base, p)
+	if err != nil {
+		return base, err
+	}
+	spread, err := tuner.StartLatencies(ctx, hist, w, base, p)
+	if err != nil {
+		return base, err
+	}
+	base.StartLatency, base.StartLatencySpread = median, spread
+	return base, nil
 }
 
 // History is the stored jobs src names: created in [From, To), of
