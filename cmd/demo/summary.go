@@ -71,8 +71,9 @@ type Summary struct {
 	// replays' metric and baseline_metric values, the whole window's under
 	// tuner.WindowPrefix); nil when nothing was published.
 	Predicted map[string]float64 `json:"predicted,omitempty"`
-	// StartLatencySeconds is the start latency the tuner's replays gave
-	// each job (tuner.StartLatency, from the first replay's stored waits).
+	// StartLatencySeconds is the median of the start latencies the tuner's
+	// replays gave the jobs (tuner.StartLatency, from the first replay's
+	// stored waits; each job had one of tuner.StartLatencies).
 	StartLatencySeconds float64 `json:"startLatencySeconds"`
 }
 
@@ -125,7 +126,7 @@ func (s Summary) print(w io.Writer) {
 	fmt.Fprintln(w, s.verdict())
 	fmt.Fprintf(w, "both replays: the same %d jobs from %s, arrivals %gx closer than the trace's; dashboard %s\n", b.Jobs, s.Trace, s.Compress, s.Dashboard)
 	if p, ok := s.Predicted[tuner.WindowPrefix+"mean_jct_s"]; ok && a.MeanJCTSeconds > 0 {
-		fmt.Fprintf(w, "predicted (stored with the profile): the tuner's replay of the first replay's jobs under each profile, run times predicted from the published table, each job started %.3f s after its placement (the median wait of the jobs that had room); mean JCT predicted %.2f s, measured %.2f s (%+.1f%%)\n",
+		fmt.Fprintf(w, "predicted (stored with the profile): the tuner's replay of the first replay's jobs under each profile, run times predicted from the published table, each job started one of the stored waits of the jobs that had room after its placement (median %.3f s); mean JCT predicted %.2f s, measured %.2f s (%+.1f%%)\n",
 			s.StartLatencySeconds, p, a.MeanJCTSeconds, 100*(a.MeanJCTSeconds-p)/p)
 	}
 	// The same replay under the profile the first replay ran under checks

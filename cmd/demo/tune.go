@@ -40,13 +40,13 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 	}
 	base := sim.Config{Preemption: true, HighPriority: HighPriority}
 	// The replays start each job as late as this control plane started
-	// the jobs that had room (tuner.StartLatency), so what they predict
+	// the jobs that had room (tuner.StartLatencies), so what they predict
 	// is what this cluster, at this clock, will measure.
 	if base, err = lifecycle.WithStartLatency(ctx, s, src, w, base, current.Params()); err != nil {
 		return tuneResult{}, err
 	}
-	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles, changing %s; each start %v after its placement, the median wait of the jobs that had room",
-		len(w.Jobs), len(w.Cluster.Nodes), knobs(c.knobs), base.StartLatency)
+	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles, changing %s; each start one of %d stored waits of the jobs that had room after its placement (median %v)",
+		len(w.Jobs), len(w.Cluster.Nodes), knobs(c.knobs), len(base.StartLatencySpread), base.StartLatency)
 	g := tuner.DefaultGuardrails()
 	g.Margin = c.margin
 	name := "demo-tuned-" + now.UTC().Format("20060102-150405")
