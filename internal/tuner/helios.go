@@ -336,7 +336,9 @@ func RunHelios(ctx context.Context, w HeliosWorkload, p HeliosPolicy, until time
 				out.Unfinished++
 				continue
 			}
-			c, q := (o.End - j.Arrival).Seconds(), (o.Start - j.Arrival).Seconds()
+			// Queueing runs to the first start, as sim.Metrics counts it: an
+			// evicted job's lost run is run time.
+			c, q := (o.End - j.Arrival).Seconds(), (o.FirstStart - j.Arrival).Seconds()
 			vj, vq = append(vj, c), append(vq, q)
 			if j.Priority >= highPriority && highPriority > 0 {
 				hp = append(hp, q)
