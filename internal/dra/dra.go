@@ -11,6 +11,7 @@ package dra
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -294,8 +295,58 @@ func digitsAt(s string) int {
 
 // ClaimRequest is what a ResourceClaim asks of NVIDIA's driver.
 type ClaimRequest struct {
-	// GPUs counts whole GPUs; MIG counts MIG instances of any profile.
+	// GPUs counts whole GPUs; MIG counts MIG instances, of any profile or
+	// a named one.
 	GPUs, MIG int
+	// Profiles counts, by profile, those of MIG whose request names its
+	// profile in a selector (SelectorProfile); the rest of MIG may be
+	// served by an instance of any profile. Nil when no request names one.
+	Profiles map[string]int
+}
+
+// profileSelector matches the one CEL form that names a MIG profile, as
+// NVIDIA's driver documents it and the trace player writes it:
+// device.attributes['gpu.nvidia.com'].profile == '1g.10gb', with either
+// quote and the operands in either order. Quotes are checked to pair
+// after the match (RE2 has no back-references).
+var profileSelector = func() *regexp.Regexp {
+	attr := `device\.attributes\[\s*(["'])gpu\.nvidia\.com(["'])\s*\]\.profile`
+	value := `(["'])([0-9A-Za-z.+-]+)(["'])`
+	return regexp.MustCompile(`^\s*(?:` + attr + `\s*==\s*` + value + `|` + value + `\s*==\s*` + attr + `)\s*$`)
+}()
+
+// SelectorProfile is the MIG profile sels require of a device, "" when
+// none does. Only an expression of profileSelector's form is read; any
+// other expression (a conjunction, a different attribute, a function
+// call) names no profile, and the request counts as one for an instance
+// of any profile, which is what the allocator may hand out as far as
+// schedloop can tell. Selectors must all hold, so two naming different
+// profiles can match no device: they name none either.
+func SelectorProfile(sels []resourcev1.DeviceSelector) string {
+	profile := ""
+	for _, s := range sels {
+		if s.CEL == nil {
+			continue
+		}
+		m := profileSelector.FindStringSubmatch(s.CEL.Expression)
+		if m == nil {
+			continue
+		}
+		var p string
+		switch {
+		case m[1] != "" && m[1] == m[2] && m[3] == m[5]:
+			p = m[4]
+		case m[6] != "" && m[6] == m[8] && m[9] == m[10]:
+			p = m[7]
+		default:
+			continue
+		}
+		if profile != "" && p != profile {
+			return ""
+		}
+		profile = p
+	}
+	return profile
 }
 
 // Request reads what spec asks for. A request through another class
@@ -303,7 +354,8 @@ type ClaimRequest struct {
 // first: the allocator tries them in order, so the first is what the pod
 // asks for when it can be had, and what schedloop plans for. A request for
 // all devices of a class (allocationMode All) has no count until it is
-// allocated; the error names it, and the request counts nothing.
+// allocated; the error names it, and the request counts nothing. A MIG
+// request's profile is read from its selectors (SelectorProfile).
 func Request(spec *resourcev1.ResourceClaimSpec) (ClaimRequest, error) {
 	var r ClaimRequest
 	var errs []string
@@ -311,12 +363,13 @@ func Request(spec *resourcev1.ResourceClaimSpec) (ClaimRequest, error) {
 		var class string
 		var mode resourcev1.DeviceAllocationMode
 		var count int64
+		var sels []resourcev1.DeviceSelector
 		switch {
 		case req.Exactly != nil:
-			class, mode, count = req.Exactly.DeviceClassName, req.Exactly.AllocationMode, req.Exactly.Count
+			class, mode, count, sels = req.Exactly.DeviceClassName, req.Exactly.AllocationMode, req.Exactly.Count, req.Exactly.Selectors
 		case len(req.FirstAvailable) > 0:
 			sub := req.FirstAvailable[0]
-			class, mode, count = sub.DeviceClassName, sub.AllocationMode, sub.Count
+			class, mode, count, sels = sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Selectors
 		default:
 			continue
 		}
@@ -336,6 +389,12 @@ func Request(spec *resourcev1.ResourceClaimSpec) (ClaimRequest, error) {
 			r.GPUs += int(count)
 		} else {
 			r.MIG += int(count)
+			if p := SelectorProfile(sels); p != "" {
+				if r.Profiles == nil {
+					r.Profiles = map[string]int{}
+				}
+				r.Profiles[p] += int(count)
+			}
 		}
 	}
 	if errs != nil {

@@ -2,16 +2,21 @@ package dra
 
 import (
 	"encoding/json"
-	"github.com/google/go-cmp/cmp"
+	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 func readSlice(t testing.TB, path string) *resourcev1.ResourceSlice {
 	t.Helper()
@@ -119,9 +124,14 @@ func TestInventoryDropsOldGeneration(t *testing.T) {
 }
 
 func TestRequest(t *testing.T) {
-	exact := func(name, class string, mode resourcev1.DeviceAllocationMode, n int64) resourcev1.DeviceRequest {
-		return resourcev1.DeviceRequest{Name: name, Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: mode, Count: n}}
+	exact := func(name, class string, mode resourcev1.DeviceAllocationMode, n int64, cel ...string) resourcev1.DeviceRequest {
+		r := resourcev1.DeviceRequest{Name: name, Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: mode, Count: n}}
+		for _, e := range cel {
+			r.Exactly.Selectors = append(r.Exactly.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: e}})
+		}
+		return r
 	}
+	const sel3g = `device.attributes["gpu.nvidia.com"].profile == "3g.20gb"`
 	for _, tc := range []struct {
 		name string
 		reqs []resourcev1.DeviceRequest
@@ -132,6 +142,16 @@ func TestRequest(t *testing.T) {
 		{"count defaults to one", []resourcev1.DeviceRequest{exact("g", ClassGPU, "", 0)}, ClaimRequest{GPUs: 1}, ""},
 		{"MIG and GPUs", []resourcev1.DeviceRequest{exact("g", ClassGPU, "", 2), exact("m", ClassMIG, "", 3)}, ClaimRequest{GPUs: 2, MIG: 3}, ""},
 		{"other class", []resourcev1.DeviceRequest{exact("nic", "rdma.example.com", "", 2)}, ClaimRequest{}, ""},
+		{"MIG by profile", []resourcev1.DeviceRequest{exact("m", ClassMIG, "", 2, sel3g), exact("n", ClassMIG, "", 1)},
+			ClaimRequest{MIG: 3, Profiles: map[string]int{"3g.20gb": 2}}, ""},
+		{"MIG profile beside an unread selector", []resourcev1.DeviceRequest{exact("m", ClassMIG, "", 1, `device.attributes["gpu.nvidia.com"].productName.startsWith("NVIDIA A100")`, sel3g)},
+			ClaimRequest{MIG: 1, Profiles: map[string]int{"3g.20gb": 1}}, ""},
+		{"MIG with contradicting profiles", []resourcev1.DeviceRequest{exact("m", ClassMIG, "", 1, sel3g, `device.attributes["gpu.nvidia.com"].profile == "1g.5gb"`)},
+			ClaimRequest{MIG: 1}, ""},
+		{"profile of a GPU request", []resourcev1.DeviceRequest{exact("g", ClassGPU, "", 1, sel3g)}, ClaimRequest{GPUs: 1}, ""},
+		{"first available by profile", []resourcev1.DeviceRequest{{Name: "m", FirstAvailable: []resourcev1.DeviceSubRequest{
+			{Name: "big", DeviceClassName: ClassMIG, Count: 1, Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: sel3g}}}},
+			{Name: "small", DeviceClassName: ClassMIG, Count: 3}}}}, ClaimRequest{MIG: 1, Profiles: map[string]int{"3g.20gb": 1}}, ""},
 		{"first available counts the first", []resourcev1.DeviceRequest{{Name: "g", FirstAvailable: []resourcev1.DeviceSubRequest{
 			{Name: "big", DeviceClassName: ClassGPU, Count: 8}, {Name: "small", DeviceClassName: ClassGPU, Count: 4}}}}, ClaimRequest{GPUs: 8}, ""},
 		{"all", []resourcev1.DeviceRequest{exact("g", ClassGPU, resourcev1.DeviceAllocationModeAll, 0), exact("m", ClassMIG, "", 1)}, ClaimRequest{MIG: 1},
@@ -139,13 +159,41 @@ func TestRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Request(&resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: tc.reqs}})
-			if got != tc.want {
+			if !cmp.Equal(got, tc.want) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 			if (err == nil) != (tc.err == "") || err != nil && err.Error() != tc.err {
 				t.Errorf("error %v, want %q", err, tc.err)
 			}
 		})
+	}
+}
+
+// TestSelectorProfile reads each expression of testdata/selectors.txt as
+// a lone selector and compares the profiles named with
+// testdata/selectors.golden (-update rewrites it).
+func TestSelectorProfile(t *testing.T) {
+	in, err := os.ReadFile("testdata/selectors.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range strings.Split(strings.TrimRight(string(in), "\n"), "\n") {
+		p := SelectorProfile([]resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: e}}})
+		fmt.Fprintf(&b, "%q\t%q\n", p, e)
+	}
+	const golden = "testdata/selectors.golden"
+	if *update {
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(string(want), b.String()); d != "" {
+		t.Errorf("profiles differ from %s (-want +got):\n%s", golden, d)
 	}
 }
 
@@ -181,5 +229,23 @@ func FuzzDevices(f *testing.F) {
 			t.Fatalf("%d devices read of %d", len(devs), len(s.Spec.Devices))
 		}
 		NewInventory([]*resourcev1.ResourceSlice{&s})
+	})
+}
+
+// FuzzSelectorProfile: any expression is read without a panic, and a
+// profile it names appears in it.
+func FuzzSelectorProfile(f *testing.F) {
+	in, err := os.ReadFile("testdata/selectors.txt")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, e := range strings.Split(string(in), "\n") {
+		f.Add(e)
+	}
+	f.Fuzz(func(t *testing.T, e string) {
+		p := SelectorProfile([]resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: e}}, {}})
+		if p != "" && !strings.Contains(e, p) {
+			t.Fatalf("profile %q not in %q", p, e)
+		}
 	})
 }

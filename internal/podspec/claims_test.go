@@ -1,6 +1,7 @@
 package podspec
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -71,6 +72,54 @@ func TestRequestWithClaims(t *testing.T) {
 			_, err := ClaimRequest(tc.pod, tc.claims)
 			if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("ClaimRequest error %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// TestRequestWithMIGProfiles: a MIG claim whose selector names its profile
+// asks for instances of that profile, as nvidia.com/mig-<profile> does, and
+// counts toward queues as scoring counts the profile; one naming none, or a
+// profile scoring does not know, asks for an instance of any profile.
+func TestRequestWithMIGProfiles(t *testing.T) {
+	migSpec := func(n int64, cel string) *resourcev1.ResourceClaimSpec {
+		s := gpuSpec(dra.ClassMIG, n)
+		s.Devices.Requests[0].Exactly.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: cel}}}
+		return s
+	}
+	claims := fakeClaims{
+		"template/ml/three": migSpec(2, `device.attributes['gpu.nvidia.com'].profile == '3g.20gb'`),
+		"template/ml/any":   gpuSpec(dra.ClassMIG, 1),
+		"template/ml/odd":   migSpec(1, `device.attributes["gpu.nvidia.com"].profile == "9g.99gb"`),
+	}
+	pod := func(res corev1.ResourceList, tpls ...string) *corev1.Pod {
+		p := &corev1.Pod{}
+		p.Namespace, p.Name = "ml", "p"
+		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: res}}}
+		for _, tpl := range tpls {
+			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: tpl, ResourceClaimTemplateName: ptr.To(tpl)})
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		pod   *corev1.Pod
+		mig   map[string]int
+		milli int64
+	}{
+		{"named", pod(nil, "three"), map[string]int{"3g.20gb": 2}, 2 * 428},
+		{"named and any", pod(nil, "three", "any"), map[string]int{"3g.20gb": 2, "": 1}, 2*428 + 142},
+		{"unknown profile", pod(nil, "odd"), map[string]int{"": 1}, 142},
+		{"beside the extended resource", pod(corev1.ResourceList{ResourceMIGPrefix + "3g.20gb": resource.MustParse("1")}, "three"),
+			map[string]int{"3g.20gb": 3}, 3 * 428},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := RequestWith(tc.pod, claims)
+			if !maps.Equal(r.MIG, tc.mig) {
+				t.Errorf("MIG = %v, want %v", r.MIG, tc.mig)
+			}
+			if got := r.CountedMilli(); got != tc.milli {
+				t.Errorf("counted %d milli-GPU, want %d", got, tc.milli)
 			}
 		})
 	}

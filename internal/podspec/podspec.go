@@ -164,6 +164,12 @@ func ClaimRequest(pod *corev1.Pod, claims ClaimSpecs) (dra.ClaimRequest, error) 
 		}
 		total.GPUs += r.GPUs
 		total.MIG += r.MIG
+		for p, n := range r.Profiles {
+			if total.Profiles == nil {
+				total.Profiles = map[string]int{}
+			}
+			total.Profiles[p] += n
+		}
 	}
 	return total, errors.Join(errs...)
 }
@@ -188,18 +194,27 @@ func claimSpec(pod *corev1.Pod, pc corev1.PodResourceClaim, claims ClaimSpecs) (
 // RequestWith is Request with the whole GPUs pod's ResourceClaims ask for
 // (ClaimRequest) added: one count of a pod's GPUs however it asks for
 // them, which every scheduling rule and the simulator read. A share beside
-// claimed GPUs is dropped, as a share beside whole GPUs is.
+// claimed GPUs is dropped, as a share beside whole GPUs is. The claims' MIG
+// instances are added by profile where a selector names it (ClaimMIG), as
+// nvidia.com/mig-<profile> names it, and as MIGAnyProfile otherwise.
 func RequestWith(pod *corev1.Pod, claims ClaimSpecs) scoring.Request {
 	r := Request(pod)
 	c, _ := ClaimRequest(pod, claims)
 	if c.MIG > 0 {
-		// A claim names no profile the way a resource name does: which
-		// instance the allocator hands out is its choice.
 		r.MIG = maps.Clone(r.MIG)
 		if r.MIG == nil {
 			r.MIG = map[string]int{}
 		}
-		r.MIG[scoring.MIGAnyProfile] += c.MIG
+		unnamed := c.MIG
+		for p, n := range ClaimMIG(c, r.GPUModels) {
+			r.MIG[p] += n
+			unnamed -= n
+		}
+		if unnamed > 0 {
+			// A claim whose selectors name no profile leaves the
+			// instance to the allocator.
+			r.MIG[scoring.MIGAnyProfile] += unnamed
+		}
 	}
 	if c.GPUs == 0 {
 		return r
@@ -209,6 +224,24 @@ func RequestWith(pod *corev1.Pod, claims ClaimSpecs) scoring.Request {
 	}
 	r.GPUs += c.GPUs
 	return r
+}
+
+// ClaimMIG is the MIG instances c asks for by a named profile
+// (dra.ClaimRequest.Profiles), those of a profile scoring.MIGMilli refuses
+// for models left out: they count as instances of any profile, as a claim
+// naming none does. Nil when there are none.
+func ClaimMIG(c dra.ClaimRequest, models []string) map[string]int {
+	var out map[string]int
+	for p, n := range c.Profiles {
+		if _, err := scoring.MIGMilli(p, models); err != nil || n <= 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string]int{}
+		}
+		out[p] = n
+	}
+	return out
 }
 
 // ReadWith is Read with the GPUs of pod's ResourceClaims counted

@@ -14,8 +14,8 @@ import (
 
 // DRA is what the views read of GPUs handed out through Dynamic Resource
 // Allocation: the specs of the claims and templates pods name (it is a
-// podspec.ClaimSpecs) and the whole GPUs each node publishes in
-// ResourceSlices. A nil *DRA reads none: pods count only their extended
+// podspec.ClaimSpecs) and the whole GPUs and MIG instances each node
+// publishes in ResourceSlices. A nil *DRA reads none: pods count only their extended
 // resources and nodes only their allocatable nvidia.com/gpu.
 type DRA struct {
 	claims    resourcelisters.ResourceClaimLister
@@ -118,6 +118,22 @@ func (d *DRA) NodeGPUs(node string) int {
 		}
 	}
 	return n
+}
+
+// NodeMIG is the MIG instances node publishes in ResourceSlices, by
+// profile; nil when it publishes none. An instance whose profile is not
+// published cannot be matched to a request by profile and is left out.
+func (d *DRA) NodeMIG(node string) map[string]int {
+	var out map[string]int
+	for _, dev := range d.devices(node) {
+		if dev.MIG() && dev.Profile != "" {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[dev.Profile]++
+		}
+	}
+	return out
 }
 
 // devices are the NVIDIA driver's devices node publishes.

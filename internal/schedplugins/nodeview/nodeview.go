@@ -22,7 +22,8 @@ import (
 // scheduler) takes the lowest idle devices, or for a share the tightest
 // device that fits, after every recorded pod. levels are the topology
 // label keys, outermost first (see Domains). A node's GPUs are its
-// allocatable nvidia.com/gpu and the whole GPUs it publishes through DRA;
+// allocatable nvidia.com/gpu and the whole GPUs it publishes through DRA,
+// its MIG instances its nvidia.com/mig-* and those it publishes (addDRAMIG);
 // a pod's are podspec.RequestWith's, so a GPU handed out through a
 // ResourceClaim counts as one handed out by the device plugin. d may be nil.
 func Node(ni fwk.NodeInfo, levels []string, d *DRA) *scoring.Node {
@@ -93,6 +94,9 @@ func build(ni fwk.NodeInfo, levels []string, d *DRA, record func(pod *v1.Pod, r 
 			n.MIGFree[p] = int(c - used.GetScalarResources()[name] + skippedScalar[name])
 		}
 	}
+	if inst := d.NodeMIG(node.Name); inst != nil {
+		addDRAMIG(n, inst, ni, d, skipped)
+	}
 	gpus := int(alloc.GetScalarResources()[podspec.ResourceGPU]) + d.NodeGPUs(node.Name)
 	if gpus > 0 {
 		n.GPUFree = make([]int, gpus)
@@ -142,6 +146,32 @@ func build(ni fwk.NodeInfo, levels []string, d *DRA, record func(pod *v1.Pod, r 
 		}
 	}
 	return n
+}
+
+// addDRAMIG adds the MIG instances node n publishes through DRA (inst, by
+// profile) to its view, less those the claims of the pods on it (but skip)
+// name by profile: the framework's accounting knows only extended
+// resources. A claim naming no profile takes an instance the view cannot
+// tell, so it takes none here; the DynamicResources plugin places it, as
+// scoring's fit leaves MIGAnyProfile to it.
+func addDRAMIG(n *scoring.Node, inst map[string]int, ni fwk.NodeInfo, d *DRA, skip *v1.Pod) {
+	if n.MIGCap == nil {
+		n.MIGCap, n.MIGFree = map[string]int{}, map[string]int{}
+	}
+	for p, c := range inst {
+		n.MIGCap[p] += c
+		n.MIGFree[p] += c
+	}
+	for _, pi := range ni.GetPods() {
+		pod := pi.GetPod()
+		if pod == skip || len(pod.Spec.ResourceClaims) == 0 {
+			continue
+		}
+		c, _ := podspec.ClaimRequest(pod, d)
+		for p, k := range podspec.ClaimMIG(c, podspec.Request(pod).GPUModels) {
+			n.MIGFree[p] -= k
+		}
+	}
 }
 
 // OffersShares reports whether the node advertises GPU shares

@@ -5,13 +5,18 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 
+	"github.com/schedloop/schedloop/internal/dra"
 	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/schedplugins/nodeview"
 	"github.com/schedloop/schedloop/internal/sim"
@@ -203,5 +208,81 @@ func TestMIGMatchesTheSimulator(t *testing.T) {
 	}
 	if without := nodeview.NodeWithout(ni, nil, nil, "p"); without.MIGFree["1g.10gb"] != 4 {
 		t.Errorf("the node without the pod: free %v, want all four 1g", without.MIGFree)
+	}
+}
+
+// A node that publishes MIG instances only through DRA holds them as the
+// simulator holds an inventory's: each published profile is its capacity,
+// less the instances the claims of its pods name by profile; a claim
+// naming none takes no instance of the view, and the request it asks is
+// counted as scoring counts the simulator's.
+func TestDRAMIGMatchesTheSimulator(t *testing.T) {
+	const oneG, threeG = "1g.5gb", "3g.20gb"
+	mig := func(name, profile string) resourcev1.Device {
+		return resourcev1.Device{Name: name, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			dra.AttrType: {StringValue: ptr.To(dra.TypeMIG)}, dra.AttrUUID: {StringValue: ptr.To("MIG-" + name)},
+			dra.AttrProfile: {StringValue: ptr.To(profile)}}}
+	}
+	slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "a-mig"}, Spec: resourcev1.ResourceSliceSpec{
+		Driver: dra.Driver, NodeName: ptr.To("a"), Pool: resourcev1.ResourcePool{Name: "a", Generation: 1, ResourceSliceCount: 1},
+		Devices: []resourcev1.Device{mig("gpu-0-mig-1g5gb-0", oneG), mig("gpu-0-mig-3g20gb-1", threeG), mig("gpu-0-mig-3g20gb-2", threeG)}}}
+	template := func(name, cel string) *resourcev1.ResourceClaimTemplate {
+		req := &resourcev1.ExactDeviceRequest{DeviceClassName: dra.ClassMIG, Count: 1}
+		if cel != "" {
+			req.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: cel}}}
+		}
+		return &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+				Requests: []resourcev1.DeviceRequest{{Name: "mig", Exactly: req}}}}}}
+	}
+	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	d, err := nodeview.NewDRA(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Filled by hand, not started: the view reads the informers' stores.
+	if err := f.Resource().V1().ResourceSlices().Informer().GetIndexer().Add(slice); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []any{template("three", `device.attributes["gpu.nvidia.com"].profile == "3g.20gb"`), template("any", "")} {
+		if err := f.Resource().V1().ResourceClaimTemplates().Informer().GetIndexer().Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := func(name, tpl string) *v1.Pod {
+		p := st.MakePod().Namespace("ml").Name(name).UID(name).Obj()
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "mig", ResourceClaimTemplateName: ptr.To(tpl)}}
+		return p
+	}
+	ni := framework.NewNodeInfo()
+	ni.SetNode(st.MakeNode().Name("a").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "64", v1.ResourceMemory: "256Gi"}).Obj())
+	named, unnamed := pod("named", "three"), pod("unnamed", "any")
+	ni.AddPod(named)
+	ni.AddPod(unnamed)
+	live, held := nodeview.NodeHeld(ni, nil, d)
+
+	job := trace.Job{MIG: map[string]int{podspec.ResourceMIGPrefix + threeG: 1}}
+	simulated := sim.NewCluster(trace.Inventory{Nodes: []trace.Node{{Name: "a", CPUMilli: 64000, MemoryMiB: 256 << 10,
+		MIG: map[string]int{podspec.ResourceMIGPrefix + oneG: 1, podspec.ResourceMIGPrefix + threeG: 2}}}}).Nodes[0]
+	if _, err := simulated.Allocate(sim.RequestOf(job), nil); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(live.MIGCap, live.MIGFree) != fmt.Sprint(simulated.MIGCap, simulated.MIGFree) {
+		t.Errorf("live MIG %v free %v, simulated %v free %v", live.MIGCap, live.MIGFree, simulated.MIGCap, simulated.MIGFree)
+	}
+	if got, want := podspec.RequestWith(named, d).CountedMilli(), sim.RequestOf(job).CountedMilli(); got != want {
+		t.Errorf("a claim for one 3g instance counts %d milli-GPU live, %d simulated", got, want)
+	}
+	if len(held) != 2 {
+		t.Fatalf("held = %+v, want both pods", held)
+	}
+	for _, h := range held {
+		live.Release(h.Alloc)
+	}
+	if live.MIGFree[threeG] != 2 || live.MIGFree[oneG] != 1 {
+		t.Errorf("after releasing the pods: free %v, want every instance", live.MIGFree)
+	}
+	if without := nodeview.NodeWithout(ni, nil, d, "named"); without.MIGFree[threeG] != 2 {
+		t.Errorf("the node without the named pod: free %v, want both 3g", without.MIGFree)
 	}
 }
