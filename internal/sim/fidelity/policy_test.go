@@ -3,12 +3,14 @@ package fidelity_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
+	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/trace"
 )
@@ -123,7 +125,9 @@ func TestDifferentialReservation(t *testing.T) {
 // out through claims as the simulator counts GPUs. Part of the A100 nodes
 // also carry partitioned GPUs (withMIG), and some jobs ask for MIG
 // instances through claims of NVIDIA's MIG class, which the simulator
-// replays as instances of their profile. It plays policySeeds,
+// replays as instances of their profile; they share a queue limited to one
+// GPU, which their profiles' shares of a GPU fill (withMIGQueue). It plays
+// policySeeds,
 // under each gang API of gangAPIs.
 func TestDifferentialDRA(t *testing.T) {
 	jobs := 60
@@ -133,7 +137,7 @@ func TestDifferentialDRA(t *testing.T) {
 	for _, api := range gangAPIs(t, true) {
 		for _, seed := range seeds() {
 			t.Run(fmt.Sprintf("%s/seed%d", api, seed), func(t *testing.T) {
-				sc := withMIG(generate(seed, jobs, sharedRulesMix))
+				sc := withMIGQueue(withMIG(generate(seed, jobs, sharedRulesMix)))
 				picked := map[string]bool{}
 				for i, j := range sc.jobs {
 					// MIG instances are served through claims alone: a DRA
@@ -143,6 +147,7 @@ func TestDifferentialDRA(t *testing.T) {
 				sc.dra = func(j trace.Job) bool { return picked[j.Name] }
 				sc.gangAPI = api
 				requireMIGJobsRun(t, sc)
+				requireMIGQueueHolds(t, sc)
 				requireAgreement(t, sc)
 			})
 		}
@@ -183,8 +188,8 @@ const (
 
 // withMIG gives every other A100 node of sc two partitioned GPUs beside
 // its whole ones (eight 1g.5gb and two 3g.20gb instances) and turns every
-// sixth lone job into an inference server asking for MIG instances: one or
-// two 1g instances, or one 3g, in its queue, on A100s.
+// fifth lone job into an inference server asking for MIG instances on
+// A100s: two 1g instances, or, every other one, one 3g.
 func withMIG(sc scenario) scenario {
 	small := 0
 	for i := range sc.inv.Nodes {
@@ -202,15 +207,90 @@ func withMIG(sc scenario) scenario {
 		if j.Members != 1 || j.GPUMilli > 0 {
 			continue
 		}
-		if lone++; lone%6 != 0 {
+		if lone++; lone%5 != 0 {
 			continue
 		}
-		profile, count := mig1g, 1+lone/6%2
-		if lone%18 == 0 {
+		profile, count := mig1g, 2
+		if lone%10 == 0 {
 			profile, count = mig3g, 1
 		}
 		j.GPUs, j.GPUModels, j.CPUMilli = 0, []string{modelSmall}, 1000
 		j.MIG = map[string]int{schedloop.MIGResourcePrefix + profile: count}
 	}
 	return sc
+}
+
+// migQueue is the queue withMIGQueue puts the MIG jobs in, and its limit
+// in GPUs.
+const (
+	migQueue      = "inference"
+	migQueueLimit = 1
+)
+
+// withMIGQueue puts sc's MIG jobs in a queue of their own, limited to
+// migQueueLimit GPUs.
+func withMIGQueue(sc scenario) scenario {
+	for i := range sc.jobs {
+		if len(sc.jobs[i].MIG) > 0 {
+			sc.jobs[i].Queue = migQueue
+		}
+	}
+	sc.profile = strings.Replace(sc.profile, "queues:\n", fmt.Sprintf("queues:\n  %s: {maxGPUs: %d}\n", migQueue, migQueueLimit), 1)
+	return sc
+}
+
+// requireMIGQueueHolds fails t unless the MIG queue's limit holds back a
+// MIG job in the simulator, and would hold back none were every instance
+// counted as the least one (scoring.MIGAnyProfile): the MIG jobs running
+// together without the limit never count for more than it at one slice per
+// instance. The agreement then depends on both sides counting each
+// instance by its profile.
+func requireMIGQueueHolds(t *testing.T, sc scenario) {
+	t.Helper()
+	limited, err := sim.Run(sim.NewCluster(sc.inv), sim.JobsFromTrace(sc.jobs), replayConfig(t, sc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := sc
+	free.profile = strings.Replace(sc.profile, fmt.Sprintf("maxGPUs: %d}", migQueueLimit), "maxGPUs: 0}", 1)
+	unlimited, err := sim.Run(sim.NewCluster(sc.inv), sim.JobsFromTrace(sc.jobs), replayConfig(t, free))
+	if err != nil {
+		t.Fatal(err)
+	}
+	least := map[int]int64{} // job index -> milli-GPU at one slice per instance
+	held := 0
+	for i, j := range sc.jobs {
+		if len(j.MIG) == 0 {
+			continue
+		}
+		r := sim.RequestOf(j)
+		for _, c := range r.MIG {
+			m, err := scoring.MIGMilli(scoring.MIGAnyProfile, r.GPUModels)
+			if err != nil {
+				t.Fatal(err)
+			}
+			least[i] += int64(c) * m
+		}
+		if limited.Jobs[i].FirstStart > unlimited.Jobs[i].FirstStart {
+			held++
+		}
+	}
+	var peak int64
+	for i := range least {
+		var at int64
+		for k, m := range least {
+			if o, p := unlimited.Jobs[k], unlimited.Jobs[i]; o.State == sim.Done && o.FirstStart <= p.FirstStart && p.FirstStart < o.End {
+				at += m
+			}
+		}
+		peak = max(peak, at)
+	}
+	t.Logf("seed %d: without the %s queue's limit its MIG jobs count at most %d milli-GPU together at one slice per instance; its limit of %d GPU holds back %d of them",
+		sc.seed, migQueue, peak, migQueueLimit, held)
+	if peak > migQueueLimit*scoring.MilliPerGPU {
+		t.Fatalf("seed %d: at one slice per instance the %s queue's MIG jobs reach %d milli-GPU together, over its limit", sc.seed, migQueue, peak)
+	}
+	if held == 0 {
+		t.Fatalf("seed %d: the %s queue's limit holds back no MIG job in the simulator", sc.seed, migQueue)
+	}
 }
