@@ -110,7 +110,8 @@ func TestDifferential(t *testing.T) {
 }
 
 // requireAgreement plays sc on both sides and fails t below minAgreement.
-func requireAgreement(t *testing.T, sc scenario) {
+// It returns the comparison for a variant's own checks.
+func requireAgreement(t *testing.T, sc scenario) *comparison {
 	t.Helper()
 	cmp := differential(t, sc)
 	cmp.log(t)
@@ -118,6 +119,7 @@ func requireAgreement(t *testing.T, sc scenario) {
 		t.Errorf("seed %d: %d of %d pods placed identically (%.4f), below %.2f; rerun with -difftest.seed %d",
 			sc.seed, cmp.agree, cmp.pods, cmp.ratio(), minAgreement, sc.seed)
 	}
+	return cmp
 }
 
 // BenchmarkSimLiveAgreement plays the full mix of seeds 1..-difftest.seeds

@@ -148,7 +148,14 @@ func TestDifferentialDRA(t *testing.T) {
 				sc.gangAPI = api
 				requireMIGJobsRun(t, sc)
 				requireMIGQueueHolds(t, sc)
-				requireAgreement(t, sc)
+				for _, d := range requireAgreement(t, sc).diffs {
+					// The MIG jobs are few: one the sides start apart,
+					// unless an earlier divergence changed the cluster,
+					// is a rule they apply apart.
+					if len(d.job.MIG) > 0 && !d.followup {
+						t.Errorf("seed %d: MIG job %s is the first to differ: simulator %s; scheduler %s", sc.seed, d.job.Name, d.sim, d.live)
+					}
+				}
 			})
 		}
 	}
