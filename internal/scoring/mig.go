@@ -9,9 +9,9 @@ import (
 )
 
 // MIGAnyProfile is the Request.MIG key of MIG instances asked for without
-// a profile: a ResourceClaim of NVIDIA's MIG DeviceClass lets the allocator
-// hand out any instance, so which one, and how large, is known only once
-// it has.
+// a profile: a ResourceClaim of NVIDIA's MIG DeviceClass whose selectors
+// name none (dra.SelectorProfile) lets the allocator hand out any
+// instance, so which one, and how large, is known only once it has.
 const MIGAnyProfile = ""
 
 // MIGMilli is how much of a GPU one MIG instance of profile counts for
