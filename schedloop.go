@@ -368,7 +368,16 @@ type KueueClusterQueue struct {
 	ReclaimWithinCohort string
 	BorrowWithinCohort  string
 	WithinClusterQueue  string
-	Quotas              []KueueQuota
+	// WhenCanBorrow, WhenCanPreempt and FungibilityPreference are
+	// spec.flavorFungibility's whenCanBorrow, whenCanPreempt and
+	// preference, Kueue's names; "" where unset, which Kueue defaults to
+	// MayStopSearch, TryNextFlavor and BorrowingOverPreemption.
+	WhenCanBorrow         string
+	WhenCanPreempt        string
+	FungibilityPreference string
+	// Quotas are in spec order (resource groups, their flavours, each
+	// flavour's resources): the order Kueue tries flavours in.
+	Quotas []KueueQuota
 	// ObservedAt is when the collector last saw the ClusterQueue.
 	ObservedAt time.Time
 }

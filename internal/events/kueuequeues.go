@@ -42,6 +42,12 @@ func KueueClusterQueueOf(cq kueueapi.ClusterQueue, observed time.Time) schedloop
 			out.BorrowWithinCohort = string(p.BorrowWithinCohort.Policy)
 		}
 	}
+	if ff := cq.Spec.FlavorFungibility; ff != nil {
+		out.WhenCanBorrow, out.WhenCanPreempt = string(ff.WhenCanBorrow), string(ff.WhenCanPreempt)
+		if ff.Preference != nil {
+			out.FungibilityPreference = string(*ff.Preference)
+		}
+	}
 	type key struct{ flavor, resource string }
 	status := map[key][2]int64{}
 	for _, f := range cq.Status.FlavorsReservation {

@@ -260,11 +260,14 @@ func find(states []*state, key string) *state {
 
 // Cohort is the replay's view of stored ClusterQueues (the collector's
 // reading of Kueue's objects), usage zero: Kueue's quotas as Kueue reads them,
-// a nil limit no limit, FairWeight 0 the default 1.
+// a nil limit no limit, FairWeight 0 the default 1, flavour fungibility as
+// stored ("" Kueue's defaults).
 func Cohort(qs []schedloop.KueueClusterQueue) scoring.KueueCohort {
 	out := make(scoring.KueueCohort, 0, len(qs))
 	for _, cq := range qs {
 		q := &scoring.KueueClusterQueue{Name: cq.Name, Cohort: cq.Cohort, FairWeight: cq.FairWeight,
+			WhenCanBorrow: cq.WhenCanBorrow, WhenCanPreempt: cq.WhenCanPreempt,
+			PreemptionOverBorrowing: cq.FungibilityPreference == scoring.KueuePreemptionOverBorrowing,
 			Quotas: map[scoring.FlavorResource]scoring.KueueQuota{}, Usage: map[scoring.FlavorResource]int64{}}
 		for _, r := range cq.Quotas {
 			q.Quotas[scoring.FlavorResource{Flavor: r.Flavor, Resource: r.Resource}] = scoring.KueueQuota{

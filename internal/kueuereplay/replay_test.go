@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/scoring"
 )
 
@@ -230,5 +231,39 @@ func TestFlavorFallThrough(t *testing.T) {
 `
 	if got := b.String(); got != want {
 		t.Errorf("events:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestCohortFungibility: a stored ClusterQueue's flavorFungibility reaches
+// the replay. team-d may borrow team-c's h100, tried first; under Kueue's
+// default (MayStopSearch) its job takes it, borrowing; stored with
+// whenCanBorrow TryNextFlavor it goes on to its own spot.
+func TestCohortFungibility(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	const gpu = "nvidia.com/gpu"
+	for _, tc := range []struct {
+		whenCanBorrow, want string
+		borrowing           bool
+	}{
+		{"", "h100", true},
+		{scoring.KueueTryNextFlavor, "spot", false},
+	} {
+		stored := []schedloop.KueueClusterQueue{
+			{Name: "team-c", Cohort: "lab", Quotas: []schedloop.KueueQuota{
+				{Flavor: "h100", Resource: gpu, Nominal: 8}, {Flavor: "spot", Resource: gpu}}},
+			{Name: "team-d", Cohort: "lab", WhenCanBorrow: tc.whenCanBorrow, Quotas: []schedloop.KueueQuota{
+				{Flavor: "h100", Resource: gpu}, {Flavor: "spot", Resource: gpu, Nominal: 16}}},
+		}
+		cohort := Cohort(stored)
+		if got := cohort[1].WhenCanBorrow; got != tc.whenCanBorrow {
+			t.Errorf("whenCanBorrow %q read as %q", tc.whenCanBorrow, got)
+		}
+		res, err := Replay(cohort, []Workload{{Key: "d1", Queue: "team-d", Ask: map[string]int64{gpu: 8}, Arrive: t0, Run: time.Hour}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := res.Events[0]; e.Kind != Admitted || e.Flavors[gpu] != tc.want || e.Borrowing != tc.borrowing {
+			t.Errorf("whenCanBorrow %q: first event %+v, want d1 admitted on %s, borrowing %v", tc.whenCanBorrow, e, tc.want, tc.borrowing)
+		}
 	}
 }

@@ -308,10 +308,11 @@ type KueueResourceGroup struct {
 	Flavors   []string
 }
 
-// Kueue's FlavorFungibility policies (spec.flavorFungibility).
+// Kueue's FlavorFungibility policies and preference (spec.flavorFungibility).
 const (
-	KueueMayStopSearch = "MayStopSearch"
-	KueueTryNextFlavor = "TryNextFlavor"
+	KueueMayStopSearch           = "MayStopSearch"
+	KueueTryNextFlavor           = "TryNextFlavor"
+	KueuePreemptionOverBorrowing = "PreemptionOverBorrowing"
 )
 
 // KueueAssignMode is how a flavour assignment can be admitted now, worst

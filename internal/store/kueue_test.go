@@ -73,9 +73,13 @@ func TestKueueClusterQueues(t *testing.T) {
 	limit := int64(8000)
 	a := schedloop.KueueClusterQueue{Name: "team-a", Cohort: "research", FairWeight: 2, QueueingStrategy: "BestEffortFIFO",
 		ReclaimWithinCohort: "Any", BorrowWithinCohort: "Never", WithinClusterQueue: "LowerPriority", ObservedAt: t0,
+		WhenCanBorrow: "TryNextFlavor", WhenCanPreempt: "MayStopSearch", FungibilityPreference: "PreemptionOverBorrowing",
+		// Spec order, not name order: it is the order Kueue tries flavours in.
 		Quotas: []schedloop.KueueQuota{
-			{Flavor: "a100", Resource: "nvidia.com/gpu", Nominal: 8000},
 			{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 16000, BorrowingLimit: &limit, Reserved: 24000, Borrowed: 8000},
+			{Flavor: "h100", Resource: "cpu", Nominal: 64000},
+			{Flavor: "a100", Resource: "nvidia.com/gpu", Nominal: 8000},
+			{Flavor: "a100", Resource: "cpu", Nominal: 32000},
 		}}
 	b := schedloop.KueueClusterQueue{Name: "team-b", ObservedAt: t0,
 		Quotas: []schedloop.KueueQuota{{Flavor: "h100", Resource: "nvidia.com/gpu", Nominal: 16000, LendingLimit: &limit}}}
@@ -91,7 +95,8 @@ func TestKueueClusterQueues(t *testing.T) {
 	}
 
 	newer := a
-	newer.ObservedAt, newer.Quotas = t0.Add(time.Minute), a.Quotas[1:]
+	newer.ObservedAt, newer.Quotas = t0.Add(time.Minute), a.Quotas[:1]
+	newer.WhenCanBorrow, newer.WhenCanPreempt, newer.FungibilityPreference = "", "", ""
 	older := a
 	older.ObservedAt, older.Cohort = t0.Add(-time.Minute), "stale"
 	for _, q := range []schedloop.KueueClusterQueue{newer, older} {

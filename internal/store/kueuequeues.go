@@ -11,14 +11,18 @@ import (
 
 const upsertKueueClusterQueueSQL = `
 INSERT INTO kueue_cluster_queues (name, cohort, fair_weight, queueing_strategy,
-    reclaim_within_cohort, borrow_within_cohort, within_cluster_queue, observed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    reclaim_within_cohort, borrow_within_cohort, within_cluster_queue,
+    when_can_borrow, when_can_preempt, fungibility_preference, observed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (name) DO UPDATE SET
     cohort = EXCLUDED.cohort, fair_weight = EXCLUDED.fair_weight,
     queueing_strategy = EXCLUDED.queueing_strategy,
     reclaim_within_cohort = EXCLUDED.reclaim_within_cohort,
     borrow_within_cohort = EXCLUDED.borrow_within_cohort,
     within_cluster_queue = EXCLUDED.within_cluster_queue,
+    when_can_borrow = EXCLUDED.when_can_borrow,
+    when_can_preempt = EXCLUDED.when_can_preempt,
+    fungibility_preference = EXCLUDED.fungibility_preference,
     observed_at = EXCLUDED.observed_at
 WHERE kueue_cluster_queues.observed_at <= EXCLUDED.observed_at`
 
@@ -43,7 +47,8 @@ func (s *Store) UpsertKueueClusterQueues(ctx context.Context, qs []schedloop.Kue
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, q := range qs {
 			tag, err := tx.Exec(ctx, upsertKueueClusterQueueSQL, q.Name, q.Cohort, q.FairWeight, q.QueueingStrategy,
-				q.ReclaimWithinCohort, q.BorrowWithinCohort, q.WithinClusterQueue, q.ObservedAt)
+				q.ReclaimWithinCohort, q.BorrowWithinCohort, q.WithinClusterQueue,
+				q.WhenCanBorrow, q.WhenCanPreempt, q.FungibilityPreference, q.ObservedAt)
 			if err != nil {
 				return fmt.Errorf("store kueue cluster queue %s: %w", q.Name, err)
 			}
@@ -53,11 +58,11 @@ func (s *Store) UpsertKueueClusterQueues(ctx context.Context, qs []schedloop.Kue
 			if _, err := tx.Exec(ctx, `DELETE FROM kueue_cluster_queue_quotas WHERE cluster_queue = $1`, q.Name); err != nil {
 				return fmt.Errorf("store kueue cluster queue %s quotas: %w", q.Name, err)
 			}
-			for _, r := range q.Quotas {
+			for i, r := range q.Quotas {
 				if _, err := tx.Exec(ctx, `
-					INSERT INTO kueue_cluster_queue_quotas (cluster_queue, flavor, resource, nominal, borrowing_limit, lending_limit, reserved, borrowed)
-					VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-					q.Name, r.Flavor, r.Resource, r.Nominal, r.BorrowingLimit, r.LendingLimit, r.Reserved, r.Borrowed); err != nil {
+					INSERT INTO kueue_cluster_queue_quotas (cluster_queue, flavor, resource, nominal, borrowing_limit, lending_limit, reserved, borrowed, position)
+					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+					q.Name, r.Flavor, r.Resource, r.Nominal, r.BorrowingLimit, r.LendingLimit, r.Reserved, r.Borrowed, i); err != nil {
 					return fmt.Errorf("store kueue cluster queue %s quota %s/%s: %w", q.Name, r.Flavor, r.Resource, err)
 				}
 			}
@@ -75,11 +80,12 @@ func (s *Store) DeleteKueueClusterQueue(ctx context.Context, name string) error 
 }
 
 // KueueClusterQueues reads the stored ClusterQueues by name, each with its
-// quotas by flavour and resource.
+// flavour fungibility and its quotas in the spec order they were stored in
+// (flavour and resource order for rows stored before that order was kept).
 func (s *Store) KueueClusterQueues(ctx context.Context) ([]schedloop.KueueClusterQueue, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT name, cohort, fair_weight, queueing_strategy, reclaim_within_cohort, borrow_within_cohort,
-		       within_cluster_queue, observed_at
+		       within_cluster_queue, when_can_borrow, when_can_preempt, fungibility_preference, observed_at
 		FROM kueue_cluster_queues ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read kueue cluster queues: %w", err)
@@ -87,7 +93,8 @@ func (s *Store) KueueClusterQueues(ctx context.Context) ([]schedloop.KueueCluste
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (schedloop.KueueClusterQueue, error) {
 		var q schedloop.KueueClusterQueue
 		return q, r.Scan(&q.Name, &q.Cohort, &q.FairWeight, &q.QueueingStrategy, &q.ReclaimWithinCohort,
-			&q.BorrowWithinCohort, &q.WithinClusterQueue, &q.ObservedAt)
+			&q.BorrowWithinCohort, &q.WithinClusterQueue, &q.WhenCanBorrow, &q.WhenCanPreempt,
+			&q.FungibilityPreference, &q.ObservedAt)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read kueue cluster queues: %w", err)
@@ -98,7 +105,7 @@ func (s *Store) KueueClusterQueues(ctx context.Context) ([]schedloop.KueueCluste
 	}
 	rows, err = s.pool.Query(ctx, `
 		SELECT cluster_queue, flavor, resource, nominal, borrowing_limit, lending_limit, reserved, borrowed
-		FROM kueue_cluster_queue_quotas ORDER BY cluster_queue, flavor, resource`)
+		FROM kueue_cluster_queue_quotas ORDER BY cluster_queue, position, flavor, resource`)
 	if err != nil {
 		return nil, fmt.Errorf("read kueue cluster queue quotas: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 // replay starts from exactly the quota and workloads Kueue admitted from:
 // each ClusterQueue read as the collector reads it (events.KueueClusterQueueOf:
 // quotas per flavour and resource in thousandths, for CPU's sake; requests
-// alike) with its resource groups and flavour fungibility from its spec,
+// alike, flavour fungibility included) with its resource groups from its spec,
 // each Workload's requests summed per resource over its pod sets (the
 // replay picks the flavours, as Kueue's flavour assigner), its priority and
 // its creation as arrival, run for run. Usage starts at zero.
@@ -40,10 +40,6 @@ func ReplayInput(cqs []kueueapi.ClusterQueue, lqs []kueueapi.LocalQueue, wls []k
 				g.Flavors = append(g.Flavors, string(f.Name))
 			}
 			q.Groups = append(q.Groups, g)
-		}
-		if ff := cq.Spec.FlavorFungibility; ff != nil {
-			q.WhenCanBorrow, q.WhenCanPreempt = string(ff.WhenCanBorrow), string(ff.WhenCanPreempt)
-			q.PreemptionOverBorrowing = ff.Preference != nil && *ff.Preference == kueueapi.PreemptionOverBorrowing
 		}
 	}
 	lqToCQ := map[string]string{}
