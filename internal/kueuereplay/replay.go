@@ -268,7 +268,7 @@ func Cohort(qs []schedloop.KueueClusterQueue) scoring.KueueCohort {
 		q := &scoring.KueueClusterQueue{Name: cq.Name, Cohort: cq.Cohort, FairWeight: cq.FairWeight,
 			WhenCanBorrow: cq.WhenCanBorrow, WhenCanPreempt: cq.WhenCanPreempt,
 			PreemptionOverBorrowing: cq.FungibilityPreference == scoring.KueuePreemptionOverBorrowing,
-			Quotas: map[scoring.FlavorResource]scoring.KueueQuota{}, Usage: map[scoring.FlavorResource]int64{}}
+			Quotas:                  map[scoring.FlavorResource]scoring.KueueQuota{}, Usage: map[scoring.FlavorResource]int64{}}
 		for _, r := range cq.Quotas {
 			q.Quotas[scoring.FlavorResource{Flavor: r.Flavor, Resource: r.Resource}] = scoring.KueueQuota{
 				Nominal: r.Nominal, BorrowingLimit: r.BorrowingLimit, LendingLimit: r.LendingLimit}
