@@ -150,3 +150,79 @@ func TestRecommendKueueQuota(t *testing.T) {
 		t.Error("a recommendation without Kueue in front; want an error")
 	}
 }
+
+// TestRecommendKueueQuotaFallsThrough: team-b's jobs ran on h100, one at a
+// time behind its 8 GPUs of it, before team-b had spot quota; its
+// ClusterQueue now lists 24 spot GPUs after its h100. Replayed on their
+// recorded flavour the jobs still queue for h100 quota; Kueue's flavour
+// assigner puts the ones h100 has no room for on spot, so under the current
+// quota none waits and no move is proposed.
+func TestRecommendKueueQuotaFallsThrough(t *testing.T) {
+	zero := int64(0)
+	cqs := []schedloop.KueueClusterQueue{
+		{Name: "team-a", Cohort: "org", Quotas: []schedloop.KueueQuota{
+			{Flavor: "h100", Resource: schedloop.GPUResourceName, Nominal: 24000, BorrowingLimit: &zero},
+			{Flavor: "spot", Resource: schedloop.GPUResourceName, BorrowingLimit: &zero}}},
+		{Name: "team-b", Cohort: "org", Quotas: []schedloop.KueueQuota{
+			{Flavor: "h100", Resource: schedloop.GPUResourceName, Nominal: 8000, BorrowingLimit: &zero},
+			{Flavor: "spot", Resource: schedloop.GPUResourceName, Nominal: 24000, BorrowingLimit: &zero}}},
+	}
+	var wls []schedloop.KueueWorkload
+	var jobs []sim.Job
+	for i := range 4 {
+		name := fmt.Sprintf("b%d", i)
+		wls = append(wls, schedloop.KueueWorkload{Namespace: "ml", Name: name, LocalQueue: "b", ClusterQueue: "team-b",
+			Flavors: map[string]string{schedloop.GPUResourceName: "h100"}})
+		jobs = append(jobs, sim.Job{Name: "ml/" + name, Arrival: time.Duration(i) * time.Minute, Duration: time.Hour, Members: 1,
+			Request: scoring.Request{GPUs: 8}, Util: 1})
+	}
+	w := Workload{Cluster: &sim.Cluster{Depth: 1}, Jobs: jobs, Kueue: KueueFrontFromHistory(cqs, wls, jobs, false)}
+	for i := range 4 {
+		w.Cluster.Nodes = append(w.Cluster.Nodes, scoring.NewNode(string(rune('a'+i)), "H100", 8, 64000, 1<<20, "rack-0"))
+	}
+	// The history replay keeps the recorded flavour: the jobs queue on h100.
+	res, err := sim.Run(w.Cluster, jobs, sim.Config{Params: scoring.DefaultParams(), Kueue: w.Kueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Kueue.Admitted["ml/b1"]; got != time.Hour {
+		t.Fatalf("history replay admitted b1 at %v, want 1h behind b0 on team-b's 8 h100 GPUs", got)
+	}
+
+	rec, err := RecommendKueueQuota(t.Context(), w, sim.Config{Params: scoring.DefaultParams()}, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Changes) != 0 || rec.QuotaWaitBeforeS != 0 || rec.Patch != "" || rec.Jobs != 4 {
+		t.Errorf("recommendation %+v: want no move, no job waiting for quota once spot takes what h100 cannot", rec)
+	}
+	for name, kj := range w.Kueue.Jobs {
+		if kj.Req == nil || kj.Ask != nil {
+			t.Errorf("%s: the recommendation changed the workload's front (%+v)", name, kj)
+		}
+	}
+}
+
+// TestAssignable: a job's recorded flavours become its ask per resource,
+// summed over flavours; an Ask already given is kept.
+func TestAssignable(t *testing.T) {
+	front := &sim.KueueFront{FairSharing: true, Jobs: map[string]sim.KueueJob{
+		"a": {Queue: "q", Req: map[scoring.FlavorResource]int64{
+			{Flavor: "h100", Resource: "cpu"}: 1000, {Flavor: "spot", Resource: "cpu"}: 500,
+			{Flavor: "h100", Resource: schedloop.GPUResourceName}: 8000}},
+		"b": {Queue: "q", Ask: map[string]int64{"cpu": 2000}},
+	}}
+	got := Assignable(front)
+	want := map[string]sim.KueueJob{
+		"a": {Queue: "q", Ask: map[string]int64{"cpu": 1500, schedloop.GPUResourceName: 8000}},
+		"b": {Queue: "q", Ask: map[string]int64{"cpu": 2000}},
+	}
+	if !got.FairSharing || len(got.Jobs) != 2 {
+		t.Fatalf("assignable front %+v", got)
+	}
+	for name, kj := range want {
+		if g := got.Jobs[name]; g.Queue != kj.Queue || g.Req != nil || !maps.Equal(g.Ask, kj.Ask) {
+			t.Errorf("%s: %+v, want %+v", name, g, kj)
+		}
+	}
+}
