@@ -125,8 +125,9 @@ func TestQueues(t *testing.T) {
 		t.Errorf("cq: used %v admitted %v pending %v; want 5 GPUs of 2 workloads, 11 pending", q.UsedGPUs, q.AdmittedWorkloads, q.PendingGPUs)
 	}
 
-	// With cq's spec stored, its nominal and borrowed GPUs are Kueue's, and
-	// a ClusterQueue with nothing waiting or admitted is listed too.
+	// With cq's spec stored, its nominal and borrowed GPUs are Kueue's, its
+	// quotas listed in the spec's order (as Kueue tries flavours), and a
+	// ClusterQueue with nothing waiting or admitted is listed too.
 	limit := int64(4000)
 	if err := st.UpsertKueueClusterQueues(ctx, []schedloop.KueueClusterQueue{
 		{Name: "cq", Cohort: "org", ObservedAt: now, Quotas: []schedloop.KueueQuota{
@@ -145,8 +146,9 @@ func TestQueues(t *testing.T) {
 		t.Fatalf("with specs: note %q, %d queues; want no note and batch, cq, idle", s.QuotaNote, len(s.Queues))
 	}
 	if sp := s.Queues[1].Spec; sp == nil || sp.Cohort != "org" || sp.NominalGPUs != 4 || sp.ReservedGPUs != 5 || sp.BorrowedGPUs != 1 ||
-		sp.FairWeight != 1 || len(sp.Quotas) != 2 || sp.Quotas[0].BorrowingLimit != nil || sp.Quotas[1].BorrowingLimit == nil ||
-		*sp.Quotas[1].BorrowingLimit != 4 || sp.Borrowing != "borrowing from cohort org: cpu on h100 nominal 64, as much more as the cohort lends; nvidia.com/gpu on h100 nominal 4, up to 4 more" {
+		sp.FairWeight != 1 || len(sp.Quotas) != 2 || sp.Quotas[0].BorrowingLimit == nil || *sp.Quotas[0].BorrowingLimit != 4 ||
+		sp.Quotas[1].BorrowingLimit != nil ||
+		sp.Borrowing != "borrowing from cohort org: nvidia.com/gpu on h100 nominal 4, up to 4 more; cpu on h100 nominal 64, as much more as the cohort lends" {
 		t.Errorf("cq's spec = %+v; want cohort org, nominal 4, reserved 5, borrowed 1 GPUs, weight 1, a 4-GPU borrowing limit", sp)
 	}
 	if q := s.Queues[2]; q.Name != "idle" || q.Spec == nil || q.Spec.FairWeight != 2 || *q.UsedGPUs != 0 || len(q.Pending) != 0 {
