@@ -84,6 +84,15 @@ type Plugin struct {
 	// evaluator's callbacks read it from several goroutines.
 	mu    sync.Mutex
 	cycle *view
+
+	// evicted holds the pods this plugin is evicting or has evicted that a
+	// snapshot still listed last time: the scheduler's cache shows a victim
+	// running, with no deletion mark, until its eviction has been issued and
+	// seen, and a preemptor retried meanwhile evicted the same pod again (a
+	// second Preempted event, and its GPUs counted free twice). An entry
+	// goes once a snapshot no longer lists the pod.
+	evictedMu sync.Mutex
+	evicted   map[types.UID]bool
 }
 
 var (
@@ -177,6 +186,9 @@ func (p *Plugin) snapshot() (*view, error) {
 	v := &view{params: p.holder.Load().Params, now: now, dra: p.dra, jobs: map[string]*job{}, byPod: map[types.UID]string{},
 		nodes: map[string]fwk.NodeInfo{}, choices: map[string]scoring.PreemptionChoice{}}
 	waiting := map[string]bool{}
+	p.evictedMu.Lock()
+	defer p.evictedMu.Unlock()
+	listed := map[types.UID]bool{}
 	for _, ni := range nis {
 		if ni.Node() == nil {
 			continue
@@ -185,7 +197,10 @@ func (p *Plugin) snapshot() (*view, error) {
 		for _, pi := range ni.GetPods() {
 			pod := pi.GetPod()
 			key := jobKey(pod)
-			if p.fh.GetWaitingPod(pod.UID) != nil || pod.DeletionTimestamp != nil {
+			if p.evicted[pod.UID] {
+				listed[pod.UID] = true
+			}
+			if p.fh.GetWaitingPod(pod.UID) != nil || pod.DeletionTimestamp != nil || p.evicted[pod.UID] {
 				waiting[key] = true
 			}
 			started := Started(pod, now)
@@ -201,6 +216,11 @@ func (p *Plugin) snapshot() (*view, error) {
 			j.v.GPUMilli += podspec.RequestWith(pod, v.dra).CountedMilli()
 			j.pods = append(j.pods, pi)
 			v.byPod[pod.UID] = key
+		}
+	}
+	for uid := range p.evicted {
+		if !listed[uid] {
+			delete(p.evicted, uid)
 		}
 	}
 	for key := range waiting {
@@ -239,6 +259,10 @@ func (p *Plugin) preemptPod(ctx context.Context, c preemption.Candidate, preempt
 		inMemory = pb.CancelPod("preempted by " + pluginName)
 	}
 	if !inMemory {
+		// Marked before the API calls: the framework's asynchronous executor
+		// lets the preemptor go before it evicts the last victim, and the
+		// preemptor's next cycle must not pick that victim again.
+		p.markEvicted(victim.UID, true)
 		condition := &v1.PodCondition{
 			Type:               v1.DisruptionTarget,
 			ObservedGeneration: apipod.CalculatePodConditionObservedGeneration(&victim.Status, victim.Generation, v1.DisruptionTarget),
@@ -252,6 +276,7 @@ func (p *Plugin) preemptPod(ctx context.Context, c preemption.Candidate, preempt
 				if apierrors.IsNotFound(err) {
 					return false, nil
 				}
+				p.markEvicted(victim.UID, false)
 				return false, fmt.Errorf("%s: mark %s/%s preempted: %w", Name, victim.Namespace, victim.Name, err)
 			}
 		}
@@ -259,6 +284,7 @@ func (p *Plugin) preemptPod(ctx context.Context, c preemption.Candidate, preempt
 			if apierrors.IsNotFound(err) {
 				return false, nil
 			}
+			p.markEvicted(victim.UID, false)
 			return false, fmt.Errorf("%s: delete %s/%s: %w", Name, victim.Namespace, victim.Name, err)
 		}
 	}
@@ -269,6 +295,21 @@ func (p *Plugin) preemptPod(ctx context.Context, c preemption.Candidate, preempt
 	}
 	p.fh.EventRecorder().Eventf(victim, related, v1.EventTypeNormal, "Preempted", "Preempting", "%s", cause.String())
 	return inMemory, nil
+}
+
+// markEvicted records that the plugin is evicting pod (evicting true) or
+// that its eviction failed and the pod stays a candidate (false).
+func (p *Plugin) markEvicted(pod types.UID, evicting bool) {
+	p.evictedMu.Lock()
+	defer p.evictedMu.Unlock()
+	if !evicting {
+		delete(p.evicted, pod)
+		return
+	}
+	if p.evicted == nil {
+		p.evicted = map[types.UID]bool{}
+	}
+	p.evicted[pod] = true
 }
 
 // cause is why victim goes: its job and the GPU-hours the whole job loses,
