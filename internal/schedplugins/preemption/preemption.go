@@ -260,8 +260,9 @@ func (p *Plugin) preemptPod(ctx context.Context, c preemption.Candidate, preempt
 	}
 	if !inMemory {
 		// Marked before the API calls: the framework's asynchronous executor
-		// lets the preemptor go before it evicts the last victim, and the
-		// preemptor's next cycle must not pick that victim again.
+		// lets the preemptor back once the pod lister shows the last
+		// victim's deletion, which the next cycle's snapshot may not show
+		// yet, and that cycle must not pick the victim again.
 		p.markEvicted(victim.UID, true)
 		condition := &v1.PodCondition{
 			Type:               v1.DisruptionTarget,
