@@ -67,7 +67,7 @@ func registerTuneFlags(fs *flag.FlagSet, getenv func(string) string) *tuneFlags 
 	fs.StringVar(&f.name, "name", "", "name of the proposed profile (default tuned-<UTC time>)")
 	fs.StringVar(&f.objective, "objective", tuner.DefaultObjective().String(), "objective weights, metric=weight,... (all lower-is-better)")
 	fs.Float64Var(&f.margin, "margin", g.Margin, "relative held-out gain a proposal needs before it is published")
-	fs.Float64Var(&f.holdout, "holdout", 0.3, "later share of the history held out of the search to judge the proposal")
+	fs.Float64Var(&f.holdout, "holdout", 0.3, "later share of the history held out of the search to judge the proposal (replayed after the earlier jobs, which load the cluster but are not measured)")
 	fs.Float64Var(&f.minGain, "min-gain", 0.002, "relative training gain a search move needs to be kept")
 	fs.IntVar(&f.replays, "replays", 5, "replays per evaluation (the first as recorded, the rest with arrival jitter)")
 	fs.IntVar(&f.rounds, "rounds", 2, "coordinate-descent rounds")

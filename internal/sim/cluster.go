@@ -72,6 +72,14 @@ type Job struct {
 	// serving): live, pods labelled podspec.LabelPreemptible "false", which
 	// the trace player sets for a trace job marked so.
 	NonPreemptible bool
+	// Warmup marks a job replayed only for the load it puts on the
+	// cluster: it queues, runs and is preempted as any other, but Metrics
+	// leave it out and count GPU time only from the first arrival of a job
+	// that is not one. A held-out stretch of history replayed after the
+	// jobs before it (tuner.Tune) starts as loaded as it really started,
+	// not on an empty cluster, which in a contended window would hide the
+	// backlog the stretch inherited. False: measured.
+	Warmup bool
 	// Predicted is the run time the scheduler expects, used when the
 	// replay has no Predictor (zero: nothing is known).
 	Predicted time.Duration

@@ -96,8 +96,19 @@ func runBehindKueue(ctx context.Context, c *Cluster, jobs []Job, cfg Config) (Re
 		for k, i := range index {
 			out.Jobs[i] = res.Jobs[k]
 		}
-		out.Metrics.Jobs = len(jobs)
-		out.Metrics.Unfinished += len(jobs) - len(index)
+		measured, placedMeasured := 0, 0
+		for i := range jobs {
+			if !jobs[i].Warmup {
+				measured++
+			}
+		}
+		for _, i := range index {
+			if !jobs[i].Warmup {
+				placedMeasured++
+			}
+		}
+		out.Metrics.Jobs = measured
+		out.Metrics.Unfinished += measured - placedMeasured
 		if settled || pass == maxKueuePasses {
 			return out, nil
 		}

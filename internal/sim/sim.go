@@ -240,8 +240,12 @@ type replay struct {
 	emptyCap map[string]int // shape key -> pods of that shape the empty cluster holds
 
 	// integrals over time (milli-GPU seconds)
-	last                       time.Duration
-	started                    bool
+	last    time.Duration
+	started bool
+	// measureFrom is when the integrals start when some jobs are
+	// Job.Warmup (warmup): the first arrival of a measured job.
+	measureFrom                time.Duration
+	warmup                     bool
 	allocated                  int64
 	waiting                    int64 // milli-GPU demand of queued jobs
 	lowest                     int32 // lowest priority of any job: nobody can preempt at it
@@ -299,9 +303,15 @@ func RunContext(ctx context.Context, c *Cluster, jobs []Job, cfg Config) (Result
 	r := &replay{cfg: cfg, p: newPlacer(cl, s, cfg.Policy == scoring.PolicyRandom, cfg.Seed, -1, cfg.PercentageOfNodesToScore),
 		capacity: cl.GPUMilli(), usage: map[string]scoring.QueueUsage{}, onNode: make([][]podRef, len(cl.Nodes)),
 		emptyCap: map[string]int{}, attained: map[string]*scoring.AttainedService{}}
+	firstMeasured := true
 	for i, j := range jobs {
 		if i == 0 || j.Priority < r.lowest {
 			r.lowest = j.Priority
+		}
+		if j.Warmup {
+			r.warmup = true
+		} else if firstMeasured || j.Arrival < r.measureFrom {
+			r.measureFrom, firstMeasured = j.Arrival, false
 		}
 	}
 	states := make([]*jobState, len(jobs))
@@ -423,7 +433,15 @@ func (r *replay) advance(t time.Duration) {
 		r.last, r.started = t, true
 		return
 	}
-	dt := (t - r.last).Seconds()
+	if t <= r.last {
+		return
+	}
+	from := r.last
+	if r.warmup {
+		from = max(from, r.measureFrom)
+	}
+	r.last = t
+	dt := (t - from).Seconds()
 	if dt <= 0 {
 		return
 	}
@@ -432,7 +450,6 @@ func (r *replay) advance(t time.Duration) {
 	r.allocIdle += (float64(r.allocated) - r.busy) * dt
 	r.total += float64(r.capacity) * dt
 	r.fragInt += r.p.fragSum * dt
-	r.last = t
 }
 
 func (r *replay) handle(e event) {
@@ -868,14 +885,22 @@ func (r *replay) preempt(js *jobState, t time.Duration) bool {
 func (r *replay) result(states []*jobState) Result {
 	res := Result{Jobs: make([]Outcome, len(states))}
 	m := &res.Metrics
-	m.Jobs = len(states)
 	var jct, waits, hp []float64
 	var first, lastEnd time.Duration
+	firstSeen := false
 	for i, js := range states {
-		o := Outcome{Start: js.start, FirstStart: js.first, End: js.end, Preemptions: js.preempt, Evicted: js.evicted, Predicted: js.predicted}
-		switch js.status {
-		case finished:
-			o.State = Done
+		o := Outcome{Start: js.start, FirstStart: js.first, End: js.end, Preemptions: js.preempt, Evicted: js.evicted, Predicted: js.predicted,
+			State: js.state()}
+		if o.State == Done || o.State == Running {
+			o.Nodes = js.placed
+		}
+		res.Jobs[i] = o
+		if js.job.Warmup {
+			continue
+		}
+		m.Jobs++
+		switch o.State {
+		case Done:
 			m.Completed++
 			// A job held by Kueue's quota waited from before it arrived here.
 			jct = append(jct, (js.end - js.job.Arrival + js.job.quotaHeld).Seconds())
@@ -885,22 +910,14 @@ func (r *replay) result(states []*jobState) Result {
 				hp = append(hp, w)
 			}
 			lastEnd = max(lastEnd, js.end)
-		case never:
-			o.State = Unschedulable
+		case Unschedulable:
 			m.Unschedulable++
-		case running:
-			o.State = Running
-		default:
-			o.State = Unfinished
+		case Unfinished:
 			m.Unfinished++
 		}
-		if i == 0 || js.job.Arrival < first {
-			first = js.job.Arrival
+		if !firstSeen || js.job.Arrival < first {
+			first, firstSeen = js.job.Arrival, true
 		}
-		if o.State == Done || o.State == Running {
-			o.Nodes = js.placed
-		}
-		res.Jobs[i] = o
 	}
 	m.Preemptions = r.preemptions
 	if r.total > 0 {
@@ -914,6 +931,19 @@ func (r *replay) result(states []*jobState) Result {
 	m.P95HighPriorityWait = percentile(hp, 0.95)
 	m.Makespan = (lastEnd - first).Seconds()
 	return res
+}
+
+// state is where the job ended the replay.
+func (js *jobState) state() State {
+	switch js.status {
+	case finished:
+		return Done
+	case never:
+		return Unschedulable
+	case running:
+		return Running
+	}
+	return Unfinished
 }
 
 func mean(v []float64) float64 {

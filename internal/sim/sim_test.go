@@ -212,6 +212,43 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+func TestWarmupJobsLoadTheClusterButAreNotMeasured(t *testing.T) {
+	c := cluster(1, 8)
+	cfg := Config{Params: scoring.Params{Weights: scoring.Weights{scoring.TermBinPack: 1}}}
+	// before holds 4 GPUs for 0..100; after wants all 8 from 50 and waits
+	// to 100 with 4 GPUs free, then runs to 200.
+	before, after := job("before", 0, 100, 1, 4), job("after", 50, 100, 1, 8)
+	before.Warmup = true
+	res, err := Run(c, []Job{before, after}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only after is measured, and GPU time from its arrival: 150s x 8000
+	// milli, of which 4000 x 50 idle while it waited.
+	want := Metrics{Jobs: 1, Completed: 1, GPUIdleShare: 1.0 / 6, IdleWaitingShare: 1.0 / 6,
+		MeanJCT: 150, P95JCT: 150, MeanWait: 50, P95HighPriorityWait: 50, Makespan: 150}
+	if m := res.Metrics; math.Abs(m.GPUIdleShare-want.GPUIdleShare) > 1e-12 || math.Abs(m.IdleWaitingShare-want.IdleWaitingShare) > 1e-12 {
+		t.Errorf("idle shares %v, %v, want %v", m.GPUIdleShare, m.IdleWaitingShare, want.GPUIdleShare)
+	} else {
+		m.GPUIdleShare, m.IdleWaitingShare = want.GPUIdleShare, want.IdleWaitingShare
+		if !reflect.DeepEqual(m, want) {
+			t.Errorf("metrics\n got %+v\nwant %+v", m, want)
+		}
+	}
+	if res.Jobs[0].State != Done || res.Jobs[0].End != sec(100) || res.Jobs[1].FirstStart != sec(100) {
+		t.Errorf("outcomes %+v: the warm-up job still runs and holds its GPUs", res.Jobs)
+	}
+	// Measured, before counts too, and GPU time from 0: 200s x 8000 milli.
+	before.Warmup = false
+	res, err = Run(c, []Job{before, after}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Metrics; m.Jobs != 2 || m.MeanJCT != 125 || math.Abs(m.IdleWaitingShare-0.125) > 1e-12 {
+		t.Errorf("both measured: %+v", m)
+	}
+}
+
 func TestReplayIsDeterministicOnPhilly(t *testing.T) {
 	tj, err := trace.LoadJobs("../trace/testdata/philly/pollux_philly_head300.csv", trace.FormatAuto)
 	if err != nil {

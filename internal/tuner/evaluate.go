@@ -138,11 +138,11 @@ func (e *Evaluator) Evaluate(ctx context.Context, c Candidate) (Evaluation, erro
 }
 
 // predictionAccuracy compares the run times a replay predicted with the
-// jobs' run times, over the jobs that finished.
+// jobs' run times, over the measured jobs that finished.
 func predictionAccuracy(jobs []sim.Job, res sim.Result) predict.Accuracy {
 	var pred, ran []float64
 	for i, o := range res.Jobs {
-		if o.State == sim.Done {
+		if o.State == sim.Done && !jobs[i].Warmup {
 			pred, ran = append(pred, o.Predicted.Seconds()), append(ran, jobs[i].Duration.Seconds())
 		}
 	}
@@ -209,6 +209,28 @@ func Compare(o Objective, cand, ref Evaluation) Comparison {
 		c.Changes[m] = spreadOf(ch)
 	}
 	return c
+}
+
+// HeldOutAfterTraining is what the held-out jobs are judged on: the
+// training jobs replayed first as warm-up (sim.Job.Warmup: they load the
+// cluster but are not measured) and the held-out jobs at their own times
+// (SplitByTime's held, cut its cut). Replayed alone on an empty cluster, a
+// held-out stretch of a contended history would start without the backlog
+// it inherited, and its gains and losses would be those of a quiet cluster.
+// The search never replays the held-out jobs, so their outcomes stay out
+// of it; a candidate is judged by what it does to jobs it was not chosen
+// on, starting from the queue its own rules built.
+func HeldOutAfterTraining(train, held []sim.Job, cut time.Duration) []sim.Job {
+	jobs := make([]sim.Job, 0, len(train)+len(held))
+	for _, j := range train {
+		j.Warmup = true
+		jobs = append(jobs, j)
+	}
+	for _, j := range held {
+		j.Arrival += cut
+		jobs = append(jobs, j)
+	}
+	return jobs
 }
 
 // SplitByTime splits jobs (in any order) by arrival time: the earliest

@@ -106,7 +106,7 @@ func Tune(ctx context.Context, in Input) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	he := NewEvaluator(Workload{Cluster: in.Workload.Cluster, Jobs: held}, in.Replays, in.Base)
+	he := NewEvaluator(Workload{Cluster: in.Workload.Cluster, Jobs: HeldOutAfterTraining(train, held, cut)}, in.Replays, in.Base)
 	curHeld, err := he.Evaluate(ctx, cur)
 	if err != nil {
 		return Report{}, err
@@ -244,7 +244,7 @@ func (r Report) Explain(w io.Writer) error {
 	fmt.Fprintf(tw, "decision: %s: %s\n", verdict, r.Decision.Reason)
 	fmt.Fprintf(tw, "objective: %s (lower is better; gains are relative)\n", r.Objective)
 	in := r.Inputs
-	fmt.Fprintf(tw, "evidence: %d training jobs, %d held-out jobs after %s; %d replays (arrival jitter ±%s); %d simulations in %v\n",
+	fmt.Fprintf(tw, "evidence: %d training jobs, %d held-out jobs after %s (replayed after the training jobs, which count only as load); %d replays (arrival jitter ±%s); %d simulations in %v\n",
 		r.TrainJobs, r.HeldJobs, time.Duration(r.CutS*float64(time.Second)).Round(time.Second), in.Replays,
 		time.Duration(in.JitterS*float64(time.Second)), r.Evaluations, time.Duration(r.ElapsedS*float64(time.Second)).Round(time.Millisecond))
 	seed := fmt.Sprintf("%d", in.Seed)

@@ -117,6 +117,42 @@ func TestSplitByTime(t *testing.T) {
 	}
 }
 
+func TestHeldOutJobsInheritTheTrainingBacklog(t *testing.T) {
+	c := &sim.Cluster{Depth: 1, Nodes: []*scoring.Node{scoring.NewNode("a", "A100", 8, 64000, 1<<20, "rack-0")}}
+	one := func(name string, at, dur time.Duration) sim.Job {
+		return sim.Job{Name: name, Arrival: at, Duration: dur, Members: 1, Request: scoring.Request{GPUs: 8}, Util: 1}
+	}
+	// Seven training jobs each take the node for an hour, arriving a
+	// minute apart; the held-out three arrive right after them and find
+	// a queue of six hours.
+	var jobs []sim.Job
+	for i := range 10 {
+		jobs = append(jobs, one(fmt.Sprintf("j%d", i), time.Duration(i)*time.Minute, time.Hour))
+	}
+	train, held, cut := SplitByTime(jobs, 0.7)
+	warm := HeldOutAfterTraining(train, held, cut)
+	if len(warm) != 10 || !warm[6].Warmup || warm[7].Warmup || warm[7].Arrival != 7*time.Minute {
+		t.Fatalf("held-out replay jobs: %+v", warm)
+	}
+	cand := FromDocument(profile.Default())
+	ev, err := NewEvaluator(Workload{Cluster: c, Jobs: warm}, Replays{Count: 1}, sim.Config{}).Evaluate(context.Background(), cand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// j7 starts at 7h, j8 at 8h, j9 at 9h: JCTs of 7h-7m+1h and so on.
+	want := (time.Duration(8*3600+9*3600+10*3600)*time.Second - (7+8+9)*time.Minute).Seconds() / 3
+	if got := ev.PerReplay[0][MetricMeanJCT]; math.Abs(got-want) > 1e-9 {
+		t.Errorf("held-out mean JCT %v s, want %v s: the held-out jobs must queue behind the training jobs", got, want)
+	}
+	alone, err := NewEvaluator(Workload{Cluster: c, Jobs: held}, Replays{Count: 1}, sim.Config{}).Evaluate(context.Background(), cand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := alone.PerReplay[0][MetricMeanJCT]; got >= want/2 {
+		t.Errorf("alone the held-out jobs should not see the backlog: %v s", got)
+	}
+}
+
 func TestTuneOnPhillySlice(t *testing.T) {
 	w := phillySlice(t)
 	cur := profile.Default()
