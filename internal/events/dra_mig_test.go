@@ -8,7 +8,6 @@ import (
 
 	"github.com/schedloop/schedloop/internal/events"
 	"github.com/schedloop/schedloop/internal/harness"
-	"github.com/schedloop/schedloop/internal/store/storetest"
 	"github.com/schedloop/schedloop/internal/trace"
 )
 
@@ -17,16 +16,12 @@ import (
 // any telemetry names them.
 func TestWatchDRAMIGInstancesStored(t *testing.T) {
 	c := harness.NewForTest(t, harness.Options{})
-	s := storetest.New(t)
 	ctx := t.Context()
 	if _, err := c.AddNodes(ctx, []trace.Node{{Name: "n0", GPUs: 1, GPUModel: "NVIDIA-A100-SXM4-80GB",
 		MIG: map[string]int{"nvidia.com/mig-1g.10gb": 3}}}, harness.NodeOptions{DRA: true, NoExporters: true}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := events.NewWatcher(events.WatchOptions{Client: c.Client, Store: s, FlushInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, s := events.NewTestWatcher(t, c, events.WatchOptions{FlushInterval: 50 * time.Millisecond})
 	defer runWatcher(ctx, t, w)()
 	waitFor(t, "the slices' MIG instances stored", func(ctx context.Context) (bool, error) {
 		gpus, err := s.ListGPUs(ctx, "n0")

@@ -18,7 +18,6 @@ import (
 	"github.com/schedloop/schedloop/internal/dra"
 	"github.com/schedloop/schedloop/internal/events"
 	"github.com/schedloop/schedloop/internal/harness"
-	"github.com/schedloop/schedloop/internal/store/storetest"
 	"github.com/schedloop/schedloop/internal/trace"
 )
 
@@ -33,7 +32,6 @@ import (
 // with unknown or faulty attributes is stored device by device.
 func TestWatchDRAClaimsAndSlices(t *testing.T) {
 	c := harness.NewForTest(t, harness.Options{})
-	s := storetest.New(t)
 	ctx := t.Context()
 	clock, err := harness.NewClock(60)
 	if err != nil {
@@ -43,10 +41,7 @@ func TestWatchDRAClaimsAndSlices(t *testing.T) {
 		harness.NodeOptions{Clock: clock, DRA: true, NoExporters: true}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := events.NewWatcher(events.WatchOptions{Client: c.Client, Store: s, FlushInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, s := events.NewTestWatcher(t, c, events.WatchOptions{FlushInterval: 50 * time.Millisecond})
 	defer runWatcher(ctx, t, w)()
 	if _, err := c.StartScheduler(ctx, harness.SchedulerOptions{}); err != nil {
 		t.Fatal(err)

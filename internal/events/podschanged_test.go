@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/schedloop/schedloop/internal/harness"
-	"github.com/schedloop/schedloop/internal/store/storetest"
 )
 
 // A flush that stored a pod's creation, binding or end says so
@@ -18,10 +17,7 @@ func TestPodsChangedOnLifecycleOnly(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewForTest(t, harness.Options{})
 	calls := 0
-	w, err := NewWatcher(WatchOptions{Client: c.Client, Dynamic: c.Dynamic, Store: storetest.New(t), PodsChanged: func() { calls++ }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _ := NewTestWatcher(t, c, WatchOptions{Dynamic: c.Dynamic, PodsChanged: func() { calls++ }})
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ml", UID: "pod-1", CreationTimestamp: metav1.Now()},
 		Spec: corev1.PodSpec{SchedulerName: "schedloop"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
 	step := func(what string, change func(p *corev1.Pod), want int) {

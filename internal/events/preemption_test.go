@@ -10,7 +10,6 @@ import (
 
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/harness"
-	"github.com/schedloop/schedloop/internal/store/storetest"
 )
 
 // A "Preempted" Event whose note is schedloop's cause is stored as an
@@ -19,11 +18,7 @@ import (
 func TestPreemptionStoredWithItsCause(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewForTest(t, harness.Options{})
-	st := storetest.New(t)
-	w, err := NewWatcher(WatchOptions{Client: c.Client, Dynamic: c.Dynamic, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, st := NewTestWatcher(t, c, WatchOptions{Dynamic: c.Dynamic})
 	at := metav1.NewTime(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
 	ours := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "young-0.1", Namespace: "ml", UID: "ev-1", ResourceVersion: "7"},

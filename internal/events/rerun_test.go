@@ -13,7 +13,6 @@ import (
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/podgroup"
-	"github.com/schedloop/schedloop/internal/store/storetest"
 )
 
 // A pod deleted by an eviction is stored as evicted and its job goes on:
@@ -24,11 +23,7 @@ import (
 func TestEvictedMembersLeaveTheirJobOpen(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewForTest(t, harness.Options{})
-	st := storetest.New(t)
-	w, err := NewWatcher(WatchOptions{Client: c.Client, Dynamic: c.Dynamic, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, st := NewTestWatcher(t, c, WatchOptions{Dynamic: c.Dynamic})
 	flush := func() {
 		t.Helper()
 		if err := w.Flush(ctx); err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/harness"
-	"github.com/schedloop/schedloop/internal/store/storetest"
 )
 
 // TestRetriedWriteCountsAnUnparsedMessageOnce: a FailedScheduling message
@@ -21,12 +20,8 @@ import (
 func TestRetriedWriteCountsAnUnparsedMessageOnce(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewForTest(t, harness.Options{})
-	st := storetest.New(t)
 	parser := NewParser()
-	w, err := NewWatcher(WatchOptions{Client: c.Client, Dynamic: c.Dynamic, Store: st, Parser: parser})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, st := NewTestWatcher(t, c, WatchOptions{Dynamic: c.Dynamic, Parser: parser})
 	at := metav1.NewTime(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "p.1", Namespace: "ml", UID: "ev-1", ResourceVersion: "7"},

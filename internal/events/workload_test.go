@@ -17,7 +17,6 @@ import (
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/store"
-	"github.com/schedloop/schedloop/internal/store/storetest"
 )
 
 // TestWorkloadAPIGangIsStoredAsOneJob declares a gang through the Kubernetes
@@ -113,12 +112,7 @@ func TestWorkloadAPIGangIsStoredAsOneJob(t *testing.T) {
 func watchWorkloadAPI(t *testing.T) (*harness.Cluster, *store.Store) {
 	t.Helper()
 	c := harness.NewForTest(t, harness.Options{WorkloadAPI: true})
-	s := storetest.New(t)
-	w, err := events.NewWatcher(events.WatchOptions{Client: c.Client, Dynamic: c.Dynamic, Store: s,
-		Parser: events.NewParser(), FlushInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, s := events.NewTestWatcher(t, c, events.WatchOptions{Dynamic: c.Dynamic, FlushInterval: 50 * time.Millisecond})
 	t.Cleanup(runWatcher(context.Background(), t, w))
 	return c, s
 }
