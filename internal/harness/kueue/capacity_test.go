@@ -8,34 +8,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kueueapi "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"github.com/schedloop/schedloop/internal/podgroup"
-	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/sim"
 )
-
-// boundAt is when the last of the gang's members was bound.
-func (e *env) boundAt(gang string) time.Time {
-	e.t.Helper()
-	pods, err := e.c.Client.CoreV1().Pods(ns).List(e.t.Context(), metav1.ListOptions{LabelSelector: podgroup.LabelPodGroup + "=" + gang})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var last time.Time
-	for _, p := range pods.Items {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(last) {
-				last = c.LastTransitionTime.Time
-			}
-		}
-	}
-	return last
-}
 
 // TestKueueCapacityWaitHoldsQuotaLikeReplay: a pod outside Kueue holds one
 // of the four nodes. team-a's a1 is admitted and placed; team-b's b1 is
@@ -50,13 +29,9 @@ func TestKueueCapacityWaitHoldsQuotaLikeReplay(t *testing.T) {
 	e := newEnv(t)
 	db, stopCollecting := e.collect()
 	ctx := t.Context()
-	gpus := *resource.NewQuantity(8, resource.DecimalSI)
 	filler, err := e.c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "filler"},
-		Spec: corev1.PodSpec{SchedulerName: "schedloop", RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "main", Image: "svc:1", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), podspec.ResourceGPU: gpus},
-				Limits:   corev1.ResourceList{podspec.ResourceGPU: gpus}}}}},
+		Spec:       eightGPUs("svc:1"),
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -70,29 +45,14 @@ func TestKueueCapacityWaitHoldsQuotaLikeReplay(t *testing.T) {
 	e.waitRunning("a1", 2)
 	e.nextSecond()
 	e.gang("b1", "team-b", 2, nil)
-	var b1Reserved *metav1.Condition
-	e.waitFor("b1 admitted", func() bool {
-		b1Reserved = e.condition("b1", kueueapi.WorkloadQuotaReserved)
-		return b1Reserved != nil && b1Reserved.Status == metav1.ConditionTrue
-	})
-	e.waitFor("the scheduler to find no room for b1", func() bool {
-		evs, err := e.c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.ContainsFunc(evs.Items, func(ev corev1.Event) bool {
-			return ev.Reason == "FailedScheduling" && strings.HasPrefix(ev.InvolvedObject.Name, "b1")
-		})
-	})
+	b1Reserved := e.waitQuotaReserved("b1 admitted", "b1", metav1.ConditionTrue)
+	e.waitFailedScheduling("b1")
 	if nodes, _ := e.bound("b1"); len(nodes) != 0 {
 		t.Fatalf("b1 bound on %v with one node free; want it waiting for capacity", nodes)
 	}
 	e.nextSecond()
 	e.gang("a2", "team-a", 1, nil)
-	e.waitFor("a2 pending for quota b1 holds", func() bool {
-		qr := e.condition("a2", kueueapi.WorkloadQuotaReserved)
-		return qr != nil && qr.Status == metav1.ConditionFalse
-	})
+	e.waitQuotaReserved("a2 pending for quota b1 holds", "a2", metav1.ConditionFalse)
 	e.nextSecond()
 	if err := e.c.Client.CoreV1().Pods(ns).Delete(ctx, "filler", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
@@ -106,7 +66,7 @@ func TestKueueCapacityWaitHoldsQuotaLikeReplay(t *testing.T) {
 	if qr := e.condition("a2", kueueapi.WorkloadQuotaReserved); qr == nil || qr.Status != metav1.ConditionFalse {
 		t.Errorf("a2's QuotaReserved %+v once b1 runs; want it still waiting for quota", qr)
 	}
-	a1At, b1At := e.boundAt("a1"), e.boundAt("b1")
+	a1At, b1At := boundAt(e.pods("a1")), boundAt(e.pods("b1"))
 	if !a1At.Before(b1At) || b1At.Before(fillerEnd.Truncate(time.Second)) || b1At.Before(b1Reserved.LastTransitionTime.Time) {
 		t.Fatalf("live: a1 bound %v, b1 admitted %v and bound %v, outside pod gone %v; want a1, then b1's admission, its wait, the pod gone, b1 bound",
 			a1At, b1Reserved.LastTransitionTime, b1At, fillerEnd)

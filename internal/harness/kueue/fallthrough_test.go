@@ -1,7 +1,6 @@
 package kueue_test
 
 import (
-	"cmp"
 	"slices"
 	"strings"
 	"testing"
@@ -11,11 +10,9 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kueueapi "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"github.com/schedloop/schedloop/internal/harness/kueue"
 	"github.com/schedloop/schedloop/internal/kueuereplay"
 	"github.com/schedloop/schedloop/internal/podspec"
 )
@@ -123,22 +120,7 @@ func TestKueueFlavorFallThroughMatchesReplay(t *testing.T) {
 		}
 	}
 
-	ctx := t.Context()
-	var cqs kueueapi.ClusterQueueList
-	var lqs kueueapi.LocalQueueList
-	var wls kueueapi.WorkloadList
-	for _, l := range []client.ObjectList{&cqs, &lqs, &wls} {
-		if err := e.k.Client.List(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cohort, workloads, err := kueue.ReplayInput(cqs.Items, lqs.Items, wls.Items, 10*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.SortFunc(workloads, func(a, b kueuereplay.Workload) int {
-		return cmp.Or(a.Arrive.Compare(b.Arrive), strings.Compare(a.Key, b.Key))
-	})
+	cohort, workloads, _ := e.replayInput()
 	res, err := kueuereplay.Replay(cohort, workloads, true)
 	if err != nil {
 		t.Fatal(err)

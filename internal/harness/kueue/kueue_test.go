@@ -163,20 +163,26 @@ func (e *env) gang(name, queue string, members int32, annotations map[string]str
 	for k, v := range annotations {
 		a[k] = v
 	}
-	gpus := *resource.NewQuantity(8, resource.DecimalSI)
 	err := e.k.Submit(e.t.Context(), kueue.Gang{Namespace: ns, Name: name, Queue: queue, Members: members, Pod: corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Annotations: a},
-		Spec: corev1.PodSpec{
-			SchedulerName: "schedloop",
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "main", Image: "train:1", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), podspec.ResourceGPU: gpus},
-				Limits:   corev1.ResourceList{podspec.ResourceGPU: gpus},
-			}}},
-		},
+		Spec:       eightGPUs("train:1"),
 	}})
 	if err != nil {
 		e.t.Fatal(err)
+	}
+}
+
+// eightGPUs is the spec of a pod schedloop places, never restarted, whose
+// one container runs image on one CPU and a host's 8 GPUs.
+func eightGPUs(image string) corev1.PodSpec {
+	gpus := *resource.NewQuantity(8, resource.DecimalSI)
+	return corev1.PodSpec{
+		SchedulerName: "schedloop",
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{Name: "main", Image: image, Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), podspec.ResourceGPU: gpus},
+			Limits:   corev1.ResourceList{podspec.ResourceGPU: gpus},
+		}}},
 	}
 }
 
@@ -206,14 +212,65 @@ func (e *env) condition(name, conditionType string) *metav1.Condition {
 	return apimeta.FindStatusCondition(wl.Status.Conditions, conditionType)
 }
 
-// bound lists the nodes of the gang's live members that are bound.
-func (e *env) bound(gang string) (nodes []string, live int) {
+// waitQuotaReserved waits for the workload's QuotaReserved condition to
+// have status and returns it.
+func (e *env) waitQuotaReserved(what, name string, status metav1.ConditionStatus) *metav1.Condition {
+	e.t.Helper()
+	var qr *metav1.Condition
+	e.waitFor(what, func() bool {
+		qr = e.condition(name, kueueapi.WorkloadQuotaReserved)
+		return qr != nil && qr.Status == status
+	})
+	return qr
+}
+
+// waitFailedScheduling waits for a FailedScheduling event about one of the
+// gang's pods and returns the last one listed.
+func (e *env) waitFailedScheduling(gang string) *corev1.Event {
+	e.t.Helper()
+	var failed *corev1.Event
+	e.waitFor("the scheduler to find no room for "+gang, func() bool {
+		evs, err := e.c.Client.CoreV1().Events(ns).List(e.t.Context(), metav1.ListOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for i, ev := range evs.Items {
+			if ev.Reason == "FailedScheduling" && strings.HasPrefix(ev.InvolvedObject.Name, gang) {
+				failed = &evs.Items[i]
+			}
+		}
+		return failed != nil
+	})
+	return failed
+}
+
+// pods lists the gang's pods.
+func (e *env) pods(gang string) []corev1.Pod {
 	e.t.Helper()
 	pods, err := e.c.Client.CoreV1().Pods(ns).List(e.t.Context(), metav1.ListOptions{LabelSelector: podgroup.LabelPodGroup + "=" + gang})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	for _, p := range pods.Items {
+	return pods.Items
+}
+
+// boundAt is when the last of the pods was bound.
+func boundAt(pods []corev1.Pod) time.Time {
+	var last time.Time
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(last) {
+				last = c.LastTransitionTime.Time
+			}
+		}
+	}
+	return last
+}
+
+// bound lists the nodes of the gang's live members that are bound.
+func (e *env) bound(gang string) (nodes []string, live int) {
+	e.t.Helper()
+	for _, p := range e.pods(gang) {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
@@ -332,10 +389,7 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 	if !waiting || f.Category != schedloop.WaitPreemption {
 		t.Errorf("%s's Preempted condition filed under %s (waiting %v), want preemption", victim, f.Category, waiting)
 	}
-	e.waitFor(victim+" requeued, waiting for quota", func() bool {
-		qr := e.condition(victim, kueueapi.WorkloadQuotaReserved)
-		return qr != nil && qr.Status == metav1.ConditionFalse
-	})
+	e.waitQuotaReserved(victim+" requeued, waiting for quota", victim, metav1.ConditionFalse)
 	if nodes, live := e.bound(victim); len(nodes) != 0 || live != 2 {
 		t.Fatalf("%s after reclaim: %d live members, bound on %v; want 2 gated, none bound", victim, live, nodes)
 	}
@@ -416,22 +470,14 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 
 	// The victim's wait timeline, as the collector explains it, ends waiting
 	// for quota in its ClusterQueue since the preemption.
-	b := why.Builder{Store: db}
-	m, err := b.Resolve(t.Context(), ns+"/"+victim, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	story, err := b.Job(t.Context(), m.UID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, iv := range story.Timeline {
+	tl := timeline(t, db, victim)
+	for _, iv := range tl {
 		t.Logf("%s timeline: %s %s..%s %s", victim, iv.State, iv.Start.Format("15:04:05.000"), iv.End.Format("15:04:05.000"), iv.Label)
 	}
-	if n := len(story.Timeline); n == 0 || story.Timeline[n-1].Category != string(schedloop.WaitQuota) ||
-		!story.Timeline[n-1].Start.Equal(pre.LastTransitionTime.Time) ||
-		!strings.HasPrefix(story.Timeline[n-1].Label, "waiting for quota in ClusterQueue team-a (borrowing from cohort research: cpu on h100 nominal 256, as much more as the cohort lends; nvidia.com/gpu on h100 nominal 16, up to 16 more)") {
-		t.Errorf("%s's timeline %+v: want it to end waiting for quota in ClusterQueue team-a since %v", victim, story.Timeline, pre.LastTransitionTime)
+	if n := len(tl); n == 0 || tl[n-1].Category != string(schedloop.WaitQuota) ||
+		!tl[n-1].Start.Equal(pre.LastTransitionTime.Time) ||
+		!strings.HasPrefix(tl[n-1].Label, "waiting for quota in ClusterQueue team-a (borrowing from cohort research: cpu on h100 nominal 256, as much more as the cohort lends; nvidia.com/gpu on h100 nominal 16, up to 16 more)") {
+		t.Errorf("%s's timeline %+v: want it to end waiting for quota in ClusterQueue team-a since %v", victim, tl, pre.LastTransitionTime)
 	}
 
 	// The simulator's replay behind Kueue, from the same objects, admits and
@@ -444,6 +490,22 @@ func TestKueueReclaimThenSchedloopPlaces(t *testing.T) {
 	if !slices.Equal(liveSteps, replayed) {
 		t.Errorf("replayed admission order %v, live %v", replayed, liveSteps)
 	}
+}
+
+// timeline is the gang's job's timeline as the collector's store explains
+// it.
+func timeline(t *testing.T, db *store.Store, gang string) []why.Interval {
+	t.Helper()
+	b := why.Builder{Store: db}
+	m, err := b.Resolve(t.Context(), ns+"/"+gang, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	story, err := b.Job(t.Context(), m.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return story.Timeline
 }
 
 // liveOrder is the admissions and preemptions the collector stored, in time
@@ -518,9 +580,10 @@ type outsideJob struct {
 	arrive time.Time
 }
 
-// simulate replays the cluster's Workloads behind Kueue, with extra jobs
-// outside Kueue queued at their arrival.
-func (e *env) simulate(extra []outsideJob) simulation {
+// replayInput is kueue.ReplayInput over the ClusterQueues, LocalQueues and
+// Workloads Kueue holds, each workload running 10h, in arrival order, with
+// the Workloads it was made from.
+func (e *env) replayInput() (scoring.KueueCohort, []kueuereplay.Workload, []kueueapi.Workload) {
 	e.t.Helper()
 	ctx := e.t.Context()
 	var cqs kueueapi.ClusterQueueList
@@ -538,6 +601,14 @@ func (e *env) simulate(extra []outsideJob) simulation {
 	slices.SortFunc(workloads, func(a, b kueuereplay.Workload) int {
 		return cmp.Or(a.Arrive.Compare(b.Arrive), strings.Compare(a.Key, b.Key))
 	})
+	return cohort, workloads, wls.Items
+}
+
+// simulate replays the cluster's Workloads behind Kueue, with extra jobs
+// outside Kueue queued at their arrival.
+func (e *env) simulate(extra []outsideJob) simulation {
+	e.t.Helper()
+	cohort, workloads, wls := e.replayInput()
 	origin := workloads[0].Arrive
 	for _, x := range extra {
 		if x.arrive.Before(origin) {
@@ -547,8 +618,8 @@ func (e *env) simulate(extra []outsideJob) simulation {
 	front := sim.KueueFront{Cohort: cohort, FairSharing: true, Jobs: map[string]sim.KueueJob{}}
 	var jobs []sim.Job
 	for _, w := range workloads {
-		i := slices.IndexFunc(wls.Items, func(wl kueueapi.Workload) bool { return wl.Namespace+"/"+wl.Name == w.Key })
-		ps := wls.Items[i].Spec.PodSets[0]
+		i := slices.IndexFunc(wls, func(wl kueueapi.Workload) bool { return wl.Namespace+"/"+wl.Name == w.Key })
+		ps := wls[i].Spec.PodSets[0]
 		gpus := ps.Template.Spec.Containers[0].Resources.Requests[podspec.ResourceGPU]
 		jobs = append(jobs, sim.Job{Name: w.Key, Arrival: w.Arrive.Sub(origin), Duration: w.Run, Members: int(ps.Count),
 			Request: scoring.Request{GPUs: int(gpus.Value())}, Priority: w.Priority, Util: 1})
@@ -602,10 +673,7 @@ func TestKueueQuotaThenCapacityThenRunning(t *testing.T) {
 	e.waitRunning("b1", 2)
 	e.nextSecond()
 	e.gang("b2", "team-b", 1, nil)
-	e.waitFor("b2 pending for quota", func() bool {
-		qr := e.condition("b2", kueueapi.WorkloadQuotaReserved)
-		return qr != nil && qr.Status == metav1.ConditionFalse
-	})
+	e.waitQuotaReserved("b2 pending for quota", "b2", metav1.ConditionFalse)
 	e.nextSecond()
 	patch := []byte(`{"spec":{"resourceGroups":[{"coveredResources":["cpu","nvidia.com/gpu"],"flavors":[{"name":"h100","resources":[` +
 		`{"name":"cpu","nominalQuota":"256"},{"name":"nvidia.com/gpu","nominalQuota":"24","borrowingLimit":"16","lendingLimit":"16"}]}]}]}}`)
@@ -613,24 +681,8 @@ func TestKueueQuotaThenCapacityThenRunning(t *testing.T) {
 	if err := e.k.Client.Patch(t.Context(), cq, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
-	var reserved *metav1.Condition
-	e.waitFor("b2 admitted under team-b's raised quota", func() bool {
-		reserved = e.condition("b2", kueueapi.WorkloadQuotaReserved)
-		return reserved != nil && reserved.Status == metav1.ConditionTrue
-	})
-	var failed *corev1.Event
-	e.waitFor("the scheduler to find no GPUs for b2", func() bool {
-		evs, err := e.c.Client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, ev := range evs.Items {
-			if ev.Reason == "FailedScheduling" && strings.HasPrefix(ev.InvolvedObject.Name, "b2") {
-				failed = &evs.Items[i]
-			}
-		}
-		return failed != nil
-	})
+	reserved := e.waitQuotaReserved("b2 admitted under team-b's raised quota", "b2", metav1.ConditionTrue)
+	failed := e.waitFailedScheduling("b2")
 	t.Logf("b2 admitted at %v; scheduler: %s", reserved.LastTransitionTime, failed.Message)
 	e.nextSecond()
 	if _, err := e.c.AddNodes(t.Context(), []trace.Node{{Name: "h04", GPUs: 8, GPUModel: "H100", CPUMilli: 128000, MemoryMiB: 1 << 20,
@@ -641,16 +693,11 @@ func TestKueueQuotaThenCapacityThenRunning(t *testing.T) {
 	if nodes := e.waitRunning("b2", 1); nodes[0] != "h04" {
 		t.Fatalf("b2 on %v, want the new node h04", nodes)
 	}
-	pods, err := e.c.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: podgroup.LabelPodGroup + "=b2"})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("b2's pods: %v, %v", pods, err)
+	pods := e.pods("b2")
+	if len(pods) != 1 {
+		t.Fatalf("b2's pods: %v", pods)
 	}
-	var bound time.Time
-	for _, c := range pods.Items[0].Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
-			bound = c.LastTransitionTime.Time
-		}
-	}
+	bound := boundAt(pods)
 	e.waitFor("the collector to see b2 running", func() bool {
 		jobs, err := db.QueuedJobs(t.Context())
 		if err != nil {
@@ -660,24 +707,15 @@ func TestKueueQuotaThenCapacityThenRunning(t *testing.T) {
 	})
 	stopCollecting()
 
-	b := why.Builder{Store: db}
-	m, err := b.Resolve(t.Context(), ns+"/b2", "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	story, err := b.Job(t.Context(), m.UID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tl := timeline(t, db, "b2")
 	var states []string
-	for _, iv := range story.Timeline {
+	for _, iv := range tl {
 		t.Logf("b2 timeline: %s %s %s..%s %s", iv.State, iv.Category, iv.Start.Format("15:04:05.000"), iv.End.Format("15:04:05.000"), iv.Label)
 		s := iv.State + "/" + iv.Category
 		if len(states) == 0 || states[len(states)-1] != s {
 			states = append(states, s)
 		}
 	}
-	tl := story.Timeline
 	if len(tl) < 3 {
 		t.Fatalf("b2's timeline %v: want quota, capacity, running", states)
 	}
