@@ -31,81 +31,117 @@ func flavorOf(t *testing.T, req map[FlavorResource]int64) string {
 	return ""
 }
 
-// TestAssignFlavorsBorrowing: a flavour reachable only by borrowing ends
+// TestAssignFlavorsFungibility: a flavour reachable only by borrowing ends
 // the search under WhenCanBorrow MayStopSearch (the default); under
 // TryNextFlavor Kueue goes on and takes a later flavour that fits within
-// nominal quota. A flavour with no room falls through to the next.
-func TestAssignFlavorsBorrowing(t *testing.T) {
-	c := flavorQueue("team-c", 8, 0)
-	d := flavorQueue("team-d", 0, 16)
-	cohort := KueueCohort{c, d}
-	ask := map[string]int64{gpu: 8}
-
-	// team-d has no h100 of its own; team-c lends its 8.
-	req, mode := cohort.AssignFlavors(d, ask, nil)
-	if mode != KueueFit || flavorOf(t, req) != "h100" {
-		t.Errorf("MayStopSearch: %v %v, want h100 (borrowed) fit", req, mode)
-	}
-	d.WhenCanBorrow = KueueTryNextFlavor
-	req, mode = cohort.AssignFlavors(d, ask, nil)
-	if mode != KueueFit || flavorOf(t, req) != "spot" || req[fr("spot", gpu)] != 8 {
-		t.Errorf("TryNextFlavor: %v %v, want 8 spot fit without borrowing", req, mode)
-	}
-
-	// team-c's h100 is all used and nobody borrows it: no room, no
-	// reclaim; spot fits by borrowing team-d's.
-	c.Admit(map[FlavorResource]int64{fr("h100", gpu): 8})
-	req, mode = cohort.AssignFlavors(c, ask, nil)
-	if mode != KueueFit || flavorOf(t, req) != "spot" || !cohort.Borrows(c, req) {
-		t.Errorf("h100 full: %v %v, want spot, borrowing", req, mode)
-	}
-}
-
-// TestAssignFlavorsReclaim: a flavour admitted only by reclaiming what
-// another queue borrows is passed over for a later one that fits under
-// WhenCanPreempt TryNextFlavor (the default), taken under MayStopSearch.
-// With both policies TryNextFlavor, the preference decides between a
-// flavour that borrows and one that reclaims.
-func TestAssignFlavorsReclaim(t *testing.T) {
+// nominal quota. A flavour with no room falls through to the next. A
+// flavour admitted only by reclaiming what another queue borrows is passed
+// over for a later one that fits under WhenCanPreempt TryNextFlavor (the
+// default), taken under MayStopSearch. With both policies TryNextFlavor,
+// the preference decides between a flavour that borrows and one that
+// reclaims.
+func TestAssignFlavorsFungibility(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	q1 := flavorQueue("q1", 8, 8)
-	q2 := flavorQueue("q2", 8, 0)
-	cohort := KueueCohort{q1, q2}
-	borrowed := map[FlavorResource]int64{fr("h100", gpu): 16}
-	q2.Admit(borrowed)
-	running := []KueueAdmitted{{Key: "q2-big", Queue: q2, Req: borrowed, Admitted: t0}}
-	ask := map[string]int64{gpu: 8}
-
-	req, mode := cohort.AssignFlavors(q1, ask, running)
-	if mode != KueueFit || flavorOf(t, req) != "spot" {
-		t.Errorf("TryNextFlavor: %v %v, want spot fit", req, mode)
+	// queue is a flavorQueue with its flavour fungibility and what it has
+	// admitted before the search.
+	type queue struct {
+		name                          string
+		h100, spot                    int64
+		whenCanBorrow, whenCanPreempt string
+		preemptionOverBorrowing       bool
+		admitted                      map[FlavorResource]int64
+		running                       string // where set, admitted is the running workload of this key
 	}
-	q1.WhenCanPreempt = KueueMayStopSearch
-	req, mode = cohort.AssignFlavors(q1, ask, running)
-	if mode != KueueReclaim || flavorOf(t, req) != "h100" {
-		t.Errorf("MayStopSearch: %v %v, want h100 by reclaim", req, mode)
-	}
-	if got := q2.Usage[fr("h100", gpu)]; got != 16 {
-		t.Errorf("q2 uses %d h100 after the search, want its 16 untouched", got)
-	}
-
-	// p1 owns spot, p2 borrows all of it; p2 lends h100, of which p1 has
-	// none. For p1, h100 fits by borrowing, spot only by reclaim.
-	p1 := flavorQueue("p1", 0, 8)
-	p2 := flavorQueue("p2", 8, 0)
-	p1.WhenCanBorrow, p1.WhenCanPreempt = KueueTryNextFlavor, KueueTryNextFlavor
-	cohort = KueueCohort{p1, p2}
-	onSpot := map[FlavorResource]int64{fr("spot", gpu): 8}
-	p2.Admit(onSpot)
-	running = []KueueAdmitted{{Key: "p2-spot", Queue: p2, Req: onSpot, Admitted: t0}}
-	req, mode = cohort.AssignFlavors(p1, ask, running)
-	if mode != KueueFit || flavorOf(t, req) != "h100" {
-		t.Errorf("BorrowingOverPreemption: %v %v, want h100 fit, borrowing", req, mode)
-	}
-	p1.PreemptionOverBorrowing = true
-	req, mode = cohort.AssignFlavors(p1, ask, running)
-	if mode != KueueReclaim || flavorOf(t, req) != "spot" {
-		t.Errorf("PreemptionOverBorrowing: %v %v, want spot by reclaim", req, mode)
+	for _, tt := range []struct {
+		name   string
+		cohort []queue
+		asker  int // the queue of cohort that asks for 8 GPUs
+		mode   KueueAssignMode
+		flavor string // the one flavour assigned
+		want   string // the expectation, as a failure states it
+		// Checked only where set: the GPUs assigned, that the assignment
+		// borrows, that the other queues' usage is what they admitted.
+		gpus      int64
+		borrows   bool
+		untouched bool
+	}{
+		{
+			// team-d has no h100 of its own; team-c lends its 8.
+			name:   "MayStopSearch takes a borrowed flavour",
+			cohort: []queue{{name: "team-c", h100: 8}, {name: "team-d", spot: 16}},
+			asker:  1, mode: KueueFit, flavor: "h100", want: "h100 (borrowed) fit",
+		},
+		{
+			name:   "TryNextFlavor passes over a borrowed flavour",
+			cohort: []queue{{name: "team-c", h100: 8}, {name: "team-d", spot: 16, whenCanBorrow: KueueTryNextFlavor}},
+			asker:  1, mode: KueueFit, flavor: "spot", gpus: 8, want: "8 spot fit without borrowing",
+		},
+		{
+			// team-c's h100 is all used and nobody borrows it: no room, no
+			// reclaim; spot fits by borrowing team-d's.
+			name: "h100 full",
+			cohort: []queue{{name: "team-c", h100: 8, admitted: map[FlavorResource]int64{fr("h100", gpu): 8}},
+				{name: "team-d", spot: 16, whenCanBorrow: KueueTryNextFlavor}},
+			asker: 0, mode: KueueFit, flavor: "spot", borrows: true, want: "spot, borrowing",
+		},
+		{
+			name: "TryNextFlavor passes over a reclaim",
+			cohort: []queue{{name: "q1", h100: 8, spot: 8},
+				{name: "q2", h100: 8, admitted: map[FlavorResource]int64{fr("h100", gpu): 16}, running: "q2-big"}},
+			asker: 0, mode: KueueFit, flavor: "spot", untouched: true, want: "spot fit",
+		},
+		{
+			name: "MayStopSearch reclaims",
+			cohort: []queue{{name: "q1", h100: 8, spot: 8, whenCanPreempt: KueueMayStopSearch},
+				{name: "q2", h100: 8, admitted: map[FlavorResource]int64{fr("h100", gpu): 16}, running: "q2-big"}},
+			asker: 0, mode: KueueReclaim, flavor: "h100", untouched: true, want: "h100 by reclaim",
+		},
+		{
+			// p1 owns spot, p2 borrows all of it; p2 lends h100, of which p1
+			// has none. For p1, h100 fits by borrowing, spot only by reclaim.
+			name: "BorrowingOverPreemption",
+			cohort: []queue{{name: "p1", spot: 8, whenCanBorrow: KueueTryNextFlavor, whenCanPreempt: KueueTryNextFlavor},
+				{name: "p2", h100: 8, admitted: map[FlavorResource]int64{fr("spot", gpu): 8}, running: "p2-spot"}},
+			asker: 0, mode: KueueFit, flavor: "h100", want: "h100 fit, borrowing",
+		},
+		{
+			name: "PreemptionOverBorrowing",
+			cohort: []queue{{name: "p1", spot: 8, whenCanBorrow: KueueTryNextFlavor, whenCanPreempt: KueueTryNextFlavor, preemptionOverBorrowing: true},
+				{name: "p2", h100: 8, admitted: map[FlavorResource]int64{fr("spot", gpu): 8}, running: "p2-spot"}},
+			asker: 0, mode: KueueReclaim, flavor: "spot", want: "spot by reclaim",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cohort := make(KueueCohort, len(tt.cohort))
+			var running []KueueAdmitted
+			for i, q := range tt.cohort {
+				cq := flavorQueue(q.name, q.h100, q.spot)
+				cq.WhenCanBorrow, cq.WhenCanPreempt, cq.PreemptionOverBorrowing = q.whenCanBorrow, q.whenCanPreempt, q.preemptionOverBorrowing
+				if q.admitted != nil {
+					cq.Admit(q.admitted)
+				}
+				if q.running != "" {
+					running = append(running, KueueAdmitted{Key: q.running, Queue: cq, Req: q.admitted, Admitted: t0})
+				}
+				cohort[i] = cq
+			}
+			asker := cohort[tt.asker]
+			req, mode := cohort.AssignFlavors(asker, map[string]int64{gpu: 8}, running)
+			if mode != tt.mode || flavorOf(t, req) != tt.flavor || (tt.gpus != 0 && req[fr(tt.flavor, gpu)] != tt.gpus) ||
+				(tt.borrows && !cohort.Borrows(asker, req)) {
+				t.Errorf("%v %v, want %s", req, mode, tt.want)
+			}
+			if !tt.untouched {
+				return
+			}
+			for i, q := range tt.cohort {
+				for r, n := range q.admitted {
+					if got := cohort[i].Usage[r]; i != tt.asker && got != n {
+						t.Errorf("%s uses %d %s after the search, want its %d untouched", q.name, got, r.Flavor, n)
+					}
+				}
+			}
+		})
 	}
 }
 
