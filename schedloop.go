@@ -110,7 +110,14 @@ type Job struct {
 	Admitted       time.Time
 	Started        time.Time
 	Finished       time.Time
-	Phase          Phase
+	// LastRunBegan is when the job's last run began: MinMember of its
+	// members that were not evicted bound (Admitted for a job never
+	// evicted; zero when no such run). A job evicted and run again took
+	// Finished - LastRunBegan to run once; Finished - Admitted also holds
+	// the lost run and the second wait. Read by history queries only
+	// (JobHistory); not a stored column.
+	LastRunBegan time.Time
+	Phase        Phase
 	// Deleted is when the gang's group object was deleted (zero while it
 	// exists, and for a lone pod's job): no member can join the job after
 	// that, so a job whose members were all evicted ends then.

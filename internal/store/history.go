@@ -21,7 +21,9 @@ func (s *Store) JobHistory(ctx context.Context, from, to time.Time) ([]schedloop
 	rows, err := s.pool.Query(ctx, `
 		SELECT uid, namespace, name, kind, queue, priority, min_member, gpus_per_member, gpu_milli_per_member,
 		       created_at, first_scheduled_at, admitted_at, started_at, finished_at, phase,
-		       cpu_milli_per_member, memory_mib_per_member, gpu_models
+		       cpu_milli_per_member, memory_mib_per_member, gpu_models,
+		       (SELECT (array_agg(p.scheduled_at ORDER BY p.scheduled_at))[greatest(jobs.min_member, 1)]
+		        FROM pods p WHERE p.job_uid = jobs.uid AND NOT p.evicted AND p.scheduled_at IS NOT NULL) AS last_run_began
 		FROM jobs
 		WHERE created_at >= $1 AND created_at < $2
 		  AND coalesce(admitted_at, started_at, first_scheduled_at) IS NOT NULL
@@ -32,10 +34,11 @@ func (s *Store) JobHistory(ctx context.Context, from, to time.Time) ([]schedloop
 	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (schedloop.Job, error) {
 		var j schedloop.Job
 		var kind, phase string
-		var first, admitted, started, finished pgtype.Timestamptz
+		var first, admitted, started, finished, lastRun pgtype.Timestamptz
 		err := r.Scan(&j.UID, &j.Namespace, &j.Name, &kind, &j.Queue, &j.Priority, &j.MinMember, &j.GPUsPerMember,
 			&j.GPUMilliPerMember, &j.Created, &first, &admitted, &started, &finished, &phase,
-			&j.CPUMilliPerMember, &j.MemoryMiBPerMember, &j.GPUModels)
+			&j.CPUMilliPerMember, &j.MemoryMiBPerMember, &j.GPUModels, &lastRun)
+		j.LastRunBegan = fromNullTime(lastRun)
 		j.Kind, j.Phase = schedloop.JobKind(kind), schedloop.Phase(phase)
 		j.MinMember = gangMembers(j.MinMember)
 		j.GPUModels = nilIfEmpty(j.GPUModels)

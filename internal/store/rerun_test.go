@@ -109,6 +109,19 @@ func TestDeriveJobsAcrossEvictions(t *testing.T) {
 		t.Errorf("gang after its rerun: phase %s, first bound %v, admitted %v, finished %v; want Succeeded, %v, %v, %v",
 			g.Phase, g.FirstScheduled, g.Admitted, g.Finished, at(1), at(2), at(20))
 	}
+	// History reads when the gang's last run began: its run, once, took
+	// 13 minutes (7..20), not the 18 since its first admission.
+	hist, err := s.JobHistory(ctx, at(0), at(60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastRun := map[string]time.Time{}
+	for _, h := range hist {
+		lastRun[h.UID] = h.LastRunBegan
+	}
+	if r, ok := lastRun["g"]; !ok || !r.Equal(at(7)) || len(lastRun) != 2 || !lastRun["bare"].IsZero() {
+		t.Errorf("history's last runs %v: want the gang's at %v, the bare pod's (evicted, never rerun) none, and no other job", lastRun, at(7))
+	}
 	if j := job("never"); j.Phase != schedloop.PhaseDeleted || !j.Finished.Equal(at(6)) || !j.Deleted.Equal(at(6)) {
 		t.Errorf("gang deleted unbound: phase %s finished %v deleted %v; want Deleted at %v", j.Phase, j.Finished, j.Deleted, at(6))
 	}

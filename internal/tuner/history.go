@@ -16,7 +16,10 @@ import (
 
 // JobsFromHistory turns stored jobs into a workload: arrival is creation
 // relative to origin, run time is from admission (else start, else first
-// binding) to finish, or to until for a job still running; a job that began
+// binding) to finish, or to until for a job still running; for a job
+// evicted and run again, from its last run's start (Job.LastRunBegan), as
+// the replay runs an evicted job again whole and would otherwise run the
+// lost run and the second wait as well; a job that began
 // at or after until is left out, so a window reads the same later as it did
 // at until. Each member asks
 // for the stored request shape (GPUs, CPU, memory, GPU models); the store
@@ -33,6 +36,9 @@ func JobsFromHistory(jobs []schedloop.Job, origin, until time.Time, util float64
 		end := j.Finished
 		if end.IsZero() || end.After(until) {
 			end = until
+		}
+		if last := j.LastRunBegan; last.After(began) && last.Before(end) {
+			began = last
 		}
 		sj := JobOf(j, util)
 		sj.Arrival, sj.Duration = max(j.Created.Sub(origin), 0), max(end.Sub(began), 0)

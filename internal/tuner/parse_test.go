@@ -90,11 +90,18 @@ func TestJobsFromHistory(t *testing.T) {
 			Started: t0.Add(9 * time.Hour)},
 		{Namespace: "a", Name: "never", GPUsPerMember: 1, Created: t0},
 		{Namespace: "a", Name: "late", GPUsPerMember: 1, Created: t0.Add(9 * time.Hour), Admitted: until.Add(time.Minute)},
+		// Admitted at 1h, evicted, run again from 3h to 4h.
+		{Namespace: "a", Name: "rerun", GPUsPerMember: 1, Created: t0, Admitted: t0.Add(time.Hour),
+			LastRunBegan: t0.Add(3 * time.Hour), Finished: t0.Add(4 * time.Hour)},
 	}
 	got := JobsFromHistory(jobs, t0, until, 0.5)
-	if len(got) != 2 {
-		t.Fatalf("got %d jobs, want 2 (a job that never ran, or began after until, has no run time in the window)", len(got))
+	if len(got) != 3 {
+		t.Fatalf("got %d jobs, want 3 (a job that never ran, or began after until, has no run time in the window)", len(got))
 	}
+	if g := got[2]; g.Name != "a/rerun" || g.Arrival != 0 || g.Duration != time.Hour {
+		t.Errorf("rerun: %+v; want its last run's hour, which the replay runs again whole if it evicts it", g)
+	}
+	jobs = jobs[:4]
 	if g := got[0]; g.Name != "a/done" || g.Arrival != time.Hour || g.Duration != 3*time.Hour || g.Members != 2 ||
 		g.Request.GPUs != 8 || g.Queue != "q" || g.Priority != 3 || g.Util != 0.5 {
 		t.Errorf("done: %+v", g)
