@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	if c.surveyEvery > 0 {
-		return survey(c, stdout)
+		return survey(ctx, c, stdout)
 	}
 	if c.pickEvery > 0 {
 		if c.skip, err = pickWindow(c, stdout); err != nil {

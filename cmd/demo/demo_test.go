@@ -78,7 +78,7 @@ func TestShortDemoSummaryComesFromTheDatabase(t *testing.T) {
 	t.Logf("before: idle %.1f%%, mean JCT %.2f s, queueing %.0f%%; after: idle %.1f%%, mean JCT %.2f s, queueing %.0f%%; predicted after: mean JCT %.2f s",
 		100*sum.Before.GPUIdleShare, sum.Before.MeanJCTSeconds, 100*sum.Before.QueueShare,
 		100*sum.After.GPUIdleShare, sum.After.MeanJCTSeconds, 100*sum.After.QueueShare, sum.Predicted["window_mean_jct_s"])
-	// The short preset queues for 46% to 49% of JCT in the simulator; live
+	// The short preset queues for 53% of JCT in the simulator; live
 	// scheduling adds latency, so at least 40% holds with room. Whether
 	// the after replay is faster is not asserted: see README for how often
 	// it was.

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
 	"text/tabwriter"
+	"time"
 
 	"github.com/schedloop/schedloop/internal/predict"
+	"github.com/schedloop/schedloop/internal/profile"
 	"github.com/schedloop/schedloop/internal/scoring"
 	"github.com/schedloop/schedloop/internal/sim"
 	"github.com/schedloop/schedloop/internal/trace"
@@ -20,6 +23,18 @@ type surveyWindow struct {
 	// same profile ordering by shortest service, predicted from a table
 	// fitted on the window and from the exact run times.
 	stock, service, exact sim.Metrics
+	// tuned is what the tuner, given the window as its history, proposes
+	// (as the loop's tuning step does) and the window's replay under it.
+	tuned tunedWindow
+}
+
+// tunedWindow is the tuner's verdict on one window.
+type tunedWindow struct {
+	// change is the whole window's mean JCT change under the proposal
+	// (Report.Window), published whether the guardrails let it out.
+	change    float64
+	published bool
+	reason    string
 }
 
 func (w surveyWindow) queueShare() float64 {
@@ -46,7 +61,7 @@ const heavyQueueShare = 0.6
 // slice (loadWorkload's rules), and prints how much ordering by shortest
 // service changes each window's mean JCT: where in a trace queue order can
 // move the loop's headline number at all.
-func survey(c config, out io.Writer) error {
+func survey(ctx context.Context, c config, out io.Writer) error {
 	all, err := loadTrace(c)
 	if err != nil {
 		return err
@@ -66,7 +81,7 @@ func survey(c config, out io.Writer) error {
 	fmt.Fprintf(out, "survey of %s: windows of %d jobs starting every %d jobs, arrivals %gx closer, on %d nodes x %d GPUs, under %s and the same ordered by shortest service\n",
 		c.tracePath, c.jobs, c.surveyEvery, c.compress, c.nodes, c.gpus, start.Name)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "skip\tstock mean JCT (s)\tqueueing share\tidle share\tshortest service, predicted: mean JCT\tidle share\texact run times: mean JCT\t")
+	fmt.Fprintln(w, "skip\tstock mean JCT (s)\tqueueing share\tidle share\tshortest service, predicted: mean JCT\tidle share\texact run times: mean JCT\ttuned: mean JCT\tpublished\t")
 	var windows []surveyWindow
 	for skip := 0; skip+c.jobs <= len(all); skip += c.surveyEvery {
 		jobs, err := windowJobs(all, c, skip)
@@ -87,16 +102,49 @@ func survey(c config, out io.Writer) error {
 				return fmt.Errorf("window after %d jobs: %w", skip, err)
 			}
 		}
+		if sw.tuned, err = tuneWindow(ctx, c, cluster, jobs, start); err != nil {
+			return fmt.Errorf("window after %d jobs: %w", skip, err)
+		}
 		windows = append(windows, sw)
-		fmt.Fprintf(w, "%d\t%.0f\t%.0f%%\t%.1f%%\t%+.1f%%\t%.1f%%\t%+.1f%%\t\n", skip, sw.stock.MeanJCT, 100*sw.queueShare(), 100*sw.stock.GPUIdleShare,
-			100*relChange(sw.stock.MeanJCT, sw.service.MeanJCT), 100*sw.service.GPUIdleShare, 100*relChange(sw.stock.MeanJCT, sw.exact.MeanJCT))
+		fmt.Fprintf(w, "%d\t%.0f\t%.0f%%\t%.1f%%\t%+.1f%%\t%.1f%%\t%+.1f%%\t%+.1f%%\t%s\t\n", skip, sw.stock.MeanJCT, 100*sw.queueShare(), 100*sw.stock.GPUIdleShare,
+			100*relChange(sw.stock.MeanJCT, sw.service.MeanJCT), 100*sw.service.GPUIdleShare, 100*relChange(sw.stock.MeanJCT, sw.exact.MeanJCT),
+			100*sw.tuned.change, yesNo(sw.tuned.published))
 	}
 	w.Flush()
 	if len(windows) == 0 {
 		return fmt.Errorf("flags -jobs/-survey-every: the trace's %d jobs hold no window of %d", len(all), c.jobs)
 	}
 	writeSurveySummary(out, windows)
+	writeTunedSummary(out, windows)
 	return nil
+}
+
+// tuneWindow runs the tuner on one window as the loop's tuning step runs it
+// on the first replay's stored jobs (tuneOnce's settings: -knobs,
+// -replays, -rounds, -margin, 30% held out), in trace time, and replays
+// the whole window under its proposal.
+func tuneWindow(ctx context.Context, c config, cluster *sim.Cluster, jobs []sim.Job, start profile.Document) (tunedWindow, error) {
+	g := tuner.DefaultGuardrails()
+	g.Margin = c.margin
+	rep, err := tuner.Tune(ctx, tuner.Input{Workload: tuner.Workload{Cluster: cluster, Jobs: jobs}, Current: start, Name: "survey",
+		Objective: tuner.DefaultObjective(), Guard: g,
+		Replays:         tuner.Replays{Count: c.replays, Jitter: 10 * time.Minute},
+		HoldoutFraction: 0.3, Rounds: c.rounds, MinGain: 0.002, Knobs: c.knobs,
+		Base: sim.Config{Preemption: true, HighPriority: HighPriority},
+		// Fixed, so a survey does not print the wall clock.
+		Now: func() time.Time { return time.Time{} }})
+	if err != nil {
+		return tunedWindow{}, fmt.Errorf("tune: %w", err)
+	}
+	return tunedWindow{change: relChange(rep.Window.Before[tuner.MetricMeanJCT], rep.Window.After[tuner.MetricMeanJCT]),
+		published: rep.Decision.Publish, reason: rep.Decision.Reason}, nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // windowJobs cuts the window of -jobs jobs after skip as the loop cuts its
@@ -209,6 +257,25 @@ func writeSurveySummary(w io.Writer, windows []surveyWindow) {
 		fmt.Fprintf(w, "  windows queueing for %.0f%% of JCT or more under the stock profile: %d, mean change %s; the others: %d, mean change %s\n",
 			100*heavyQueueShare, len(heavy), meanChange(heavy), len(rest), meanChange(rest))
 	}
+}
+
+// writeTunedSummary prints how often the tuner published and what its
+// proposals did to the windows' mean JCT.
+func writeTunedSummary(w io.Writer, windows []surveyWindow) {
+	var published, refused []float64
+	quarter := 0
+	for _, s := range windows {
+		if s.tuned.published {
+			published = append(published, s.tuned.change)
+			if s.tuned.change <= -0.25 {
+				quarter++
+			}
+		} else {
+			refused = append(refused, s.tuned.change)
+		}
+	}
+	fmt.Fprintf(w, "tuner (-knobs, guardrails as the loop applies them): published in %d of %d windows, mean JCT change there %s (25%% or more lower in %d); the refused proposals' mean change %s\n",
+		len(published), len(windows), meanChange(published), quarter, meanChange(refused))
 }
 
 func meanChange(v []float64) string {

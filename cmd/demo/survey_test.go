@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,8 +24,11 @@ func TestSurveyReplaysEveryWindow(t *testing.T) {
 	// 150 jobs, windows of 80 starting every 35: after 0, 35 and 70.
 	var skips []string
 	for _, l := range strings.Split(out.String(), "\n") {
-		if f := strings.Fields(l); len(f) == 7 && strings.HasSuffix(f[2], "%") {
+		if f := strings.Fields(l); len(f) == 9 && strings.HasSuffix(f[2], "%") {
 			skips = append(skips, f[0])
+			if f[8] != "yes" && f[8] != "no" {
+				t.Errorf("window line %q: the last column says whether the tuner published", l)
+			}
 		}
 	}
 	if strings.Join(skips, ",") != "0,35,70" {
@@ -31,6 +36,9 @@ func TestSurveyReplaysEveryWindow(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "over 3 windows") || !strings.Contains(out.String(), "exact run times: mean JCT change over 3 windows") {
 		t.Errorf("no summary over the 3 windows:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "published in ") || !strings.Contains(out.String(), " of 3 windows, mean JCT change there") {
+		t.Errorf("no summary of the tuner's proposals over the 3 windows:\n%s", out.String())
 	}
 
 	for _, tc := range []struct {
@@ -98,5 +106,21 @@ func TestPickWindowTakesTheMostQueued(t *testing.T) {
 	c.jobs = 151
 	if _, err := pickWindow(c, &out); err == nil || !strings.Contains(err.Error(), "no window of 151") {
 		t.Errorf("a window longer than the trace: %v", err)
+	}
+}
+
+func TestShortPresetIsThePickedWindow(t *testing.T) {
+	c, err := parseFlags([]string{"-short", "-trace", filepath.Join("..", "..", DefaultTrace), "-pick-every", strconv.Itoa(shortPickEvery)},
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	got, err := pickWindow(c, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != shortPreset.skip {
+		t.Errorf("the rule picks the window after %d jobs (%s); the short preset starts after %d", got, strings.TrimSpace(out.String()), shortPreset.skip)
 	}
 }
