@@ -15,6 +15,7 @@ import (
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/ptr"
 
+	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/podgroup"
 	"github.com/schedloop/schedloop/internal/schedplugins"
 )
@@ -133,7 +134,7 @@ func TestGangTimeoutReleasesReservations(t *testing.T) {
 func TestOnlyLonePodsPreempt(t *testing.T) {
 	e := newEnv(t, gpuNodes("n", 2, nil), "")
 	high := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
-	if _, err := e.c.Client.SchedulingV1().PriorityClasses().Create(t.Context(), high, metav1.CreateOptions{}); err != nil {
+	if err := harness.CreatePriorityClass(t.Context(), e.c.Client, ns, high); err != nil {
 		t.Fatal(err)
 	}
 	atHigh := func(p *corev1.Pod) { p.Spec.PriorityClassName = "high" }

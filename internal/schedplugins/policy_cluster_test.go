@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/schedloop/schedloop/internal/harness"
 	"github.com/schedloop/schedloop/internal/podspec"
 	"github.com/schedloop/schedloop/internal/predict"
 	"github.com/schedloop/schedloop/internal/profile"
@@ -171,7 +172,7 @@ func labelled(k, v string) podOpt {
 func (e *env) priorityClass(name string, value int32) {
 	e.t.Helper()
 	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
-	if _, err := e.c.Client.SchedulingV1().PriorityClasses().Create(e.t.Context(), pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := harness.CreatePriorityClass(e.t.Context(), e.c.Client, ns, pc); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -356,7 +356,8 @@ func PriorityClassName(p int32) string {
 }
 
 // EnsurePriorityClasses creates the priority class of every priority the
-// trace uses (Submit does this first).
+// trace uses (Submit does this first) and returns once the apiserver
+// admits objects naming them.
 func (p *Player) EnsurePriorityClasses(ctx context.Context) error {
 	seen := map[int32]bool{0: true} // priority 0 needs no class
 	for _, j := range p.jobs {
@@ -369,9 +370,8 @@ func (p *Player) EnsurePriorityClasses(ctx context.Context) error {
 			Value:       j.Priority,
 			Description: "trace priority " + strconv.Itoa(int(j.Priority)),
 		}
-		_, err := p.client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create priority class %s: %w", pc.Name, err)
+		if err := harness.CreatePriorityClass(ctx, p.client, p.opts.Namespace, pc); err != nil {
+			return err
 		}
 	}
 	return nil
