@@ -312,7 +312,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 // handle records an informer notification as a pending change.
 func (w *Watcher) handle(kind string, obj any, deleted bool) {
-	w.processed.WithLabelValues(kind).Inc()
+	// Counted once recorded, after the unlock: a Flush that follows a
+	// count it has seen writes the change that count stands for.
+	defer w.processed.WithLabelValues(kind).Inc()
 	now := w.opts.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
