@@ -463,6 +463,15 @@ func Evicted(pod *corev1.Pod) bool {
 	return false
 }
 
+// Leaving reports whether pod is on its way out: deleted (a deletion
+// timestamp, its grace period running) or evicted (Evicted), the condition
+// an eviction writes before it deletes the pod. Such a pod still holds its
+// node's resources but no longer counts as a member of its job: the job's
+// controller makes a new pod in its place.
+func Leaving(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil || Evicted(pod)
+}
+
 // LoneJob is the UID and name of the job a pod outside any gang belongs
 // to: the Job controller's (batchv1.ControllerUidLabel, JobNameLabel), so
 // that a pod made in place of an evicted one joins the same job; else the

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestGPUModels(t *testing.T) {
@@ -32,6 +33,27 @@ func TestGPUModels(t *testing.T) {
 	for _, tc := range tests {
 		if got := GPUModels(&corev1.Pod{Spec: tc.spec}); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: GPUModels = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestLeaving(t *testing.T) {
+	now := metav1.Now()
+	evicted := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler}
+	tests := []struct {
+		name string
+		pod  corev1.Pod
+		want bool
+	}{
+		{"running", corev1.Pod{}, false},
+		{"deleted", corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}, true},
+		{"evicted, not yet deleted", corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{evicted}}}, true},
+		{"a disruption target no longer", corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.DisruptionTarget, Status: corev1.ConditionFalse}}}}, false},
+	}
+	for _, tt := range tests {
+		if got := Leaving(&tt.pod); got != tt.want {
+			t.Errorf("%s: Leaving = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -280,6 +280,44 @@ func TestPermitHoldsUntilMinMember(t *testing.T) {
 	}
 }
 
+// A member on its way out counts toward its gang's quorum no more than one
+// that is gone: neither one being evicted (DisruptionTarget written, its
+// deletion to come) nor one deleted and in its grace period. A member
+// placed in their stead is refused while the gang lacks members, then
+// waits at Permit for the gang's other new member rather than being let
+// through to bind beside pods that are leaving.
+func TestLeavingMembersMakeNoQuorum(t *testing.T) {
+	now := metav1.Now()
+	evicted, deleted := member("train-0", "train", "4"), member("train-1", "train", "4")
+	evicted.Spec.NodeName, deleted.Spec.NodeName = "n1", "n1"
+	evicted.Status.Conditions = []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonPreemptionByScheduler}}
+	deleted.DeletionTimestamp = &now
+	first, second := member("train-1-r1", "train", "4"), member("train-0-r1", "train", "4")
+	f := newFixture(t, []*v1.Pod{evicted, deleted, first}, podgroup.New("default", "train", 2))
+	nodes := []fwk.NodeInfo{gpuNode("n1", "8", evicted, deleted), gpuNode("n2", "8")}
+	runPreFilter(t, f, nodes, []preFilterCase{{first, fwk.UnschedulableAndUnresolvable, reasons.GangIncomplete("default", "train", 1, 2)}})
+
+	ctx := context.Background()
+	if _, err := f.client.CoreV1().Pods("default").Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return f.mgr.Count("default/train").All == 2, nil
+	}); err != nil {
+		t.Fatalf("members counted: %+v, want 2 once %s exists", f.mgr.Count("default/train"), second.Name)
+	}
+	state := framework.NewCycleState()
+	if _, s := f.plugin.PreFilter(ctx, state, first, nodes); !s.IsSuccess() {
+		t.Fatalf("PreFilter: %v", s)
+	}
+	if s := f.plugin.Reserve(ctx, state, first, "n2"); !s.IsSuccess() {
+		t.Fatalf("Reserve: %v", s)
+	}
+	if s, _ := f.plugin.Permit(ctx, state, first, "n2"); s.Code() != fwk.Wait || s.Message() != reasons.GangIncomplete("default", "train", 1, 2) {
+		t.Errorf("Permit = %v %q, want Wait for the gang's other new member", s.Code(), s.Message())
+	}
+}
+
 // A member released after the scheduler nominated it to its node
 // (NominatedNodeNameForExpectation) has the nomination cleared when its
 // reservation is returned, though the pod object the plugin is handed,

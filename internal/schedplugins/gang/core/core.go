@@ -321,7 +321,7 @@ func (m *Manager) Size(namespace, name string) (int, bool) {
 
 // Counts are a gang's members as the manager sees them.
 type Counts struct {
-	All     int // pods labelled into the gang, not finished
+	All     int // pods labelled into the gang, neither ended nor leaving (finished)
 	Placed  int // bound, or holding a reservation in this scheduler
 	Running int
 }
@@ -768,8 +768,14 @@ func (m *Manager) Tracked() int {
 	return len(m.gangs)
 }
 
+// finished reports whether pod is no longer a member its gang counts: it
+// ended, or it is leaving (podspec.Leaving). An evicted member is marked
+// (DisruptionTarget) before it is deleted and its grace period runs after:
+// counted until it is gone, it would make up the quorum of members placed
+// in its stead, and such a member would be let through Permit beside a pod
+// that is being evicted.
 func finished(pod *v1.Pod) bool {
-	return pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+	return podspec.Leaving(pod) || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 }
 
 func (m *Manager) wakeBlocked() {
