@@ -86,13 +86,23 @@ type Plugin struct {
 	cycle *view
 
 	// evicted holds the pods this plugin is evicting or has evicted that a
-	// snapshot still listed last time: the scheduler's cache shows a victim
-	// running, with no deletion mark, until its eviction has been issued and
-	// seen, and a preemptor retried meanwhile evicted the same pod again (a
-	// second Preempted event, and its GPUs counted free twice). An entry
-	// goes once a snapshot no longer lists the pod.
+	// snapshot still listed last time, each with the preemptor and node it
+	// was evicted for: the scheduler's cache shows a victim running, with
+	// no deletion mark, until its eviction has been issued and seen, and a
+	// preemptor retried meanwhile evicted the same pod again (a second
+	// Preempted event, and its GPUs counted free twice), or, finding
+	// nothing left to evict, gave up the node it was nominated to (see
+	// PodEligibleToPreemptOthers). An entry goes once a snapshot no longer
+	// lists the pod.
 	evictedMu sync.Mutex
-	evicted   map[types.UID]bool
+	evicted   map[types.UID]eviction
+}
+
+// eviction is what a victim was evicted for: the preemptor and the node
+// it was nominated to.
+type eviction struct {
+	preemptor types.UID
+	node      string
 }
 
 var (
@@ -140,6 +150,8 @@ type view struct {
 	jobs   map[string]*job
 	byPod  map[types.UID]string
 	nodes  map[string]fwk.NodeInfo
+	// statuses are the preemptor's Filter results by node, this cycle's.
+	statuses fwk.NodeToStatusReader
 
 	mu      sync.Mutex
 	choices map[string]scoring.PreemptionChoice
@@ -152,6 +164,7 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
+	v.statuses = m
 	p.mu.Lock()
 	p.cycle = v
 	p.mu.Unlock()
@@ -176,7 +189,8 @@ func (p *Plugin) current() *view {
 // snapshot groups the pods on the cluster's nodes into jobs. A gang whose
 // members are not all bound (some wait at Permit) is not running yet, and
 // is no victim: the simulator offers only running jobs. Nor is a job with
-// a pod already on its way out.
+// a pod already on its way out (podspec.Leaving, or being evicted by this
+// plugin).
 func (p *Plugin) snapshot() (*view, error) {
 	nis, err := p.fh.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
@@ -197,10 +211,11 @@ func (p *Plugin) snapshot() (*view, error) {
 		for _, pi := range ni.GetPods() {
 			pod := pi.GetPod()
 			key := jobKey(pod)
-			if p.evicted[pod.UID] {
+			_, evicting := p.evicted[pod.UID]
+			if evicting {
 				listed[pod.UID] = true
 			}
-			if p.fh.GetWaitingPod(pod.UID) != nil || pod.DeletionTimestamp != nil || p.evicted[pod.UID] {
+			if p.fh.GetWaitingPod(pod.UID) != nil || podspec.Leaving(pod) || evicting {
 				waiting[key] = true
 			}
 			started := Started(pod, now)
@@ -263,7 +278,7 @@ func (p *Plugin) preemptPod(ctx context.Context, c preemption.Candidate, preempt
 		// lets the preemptor back once the pod lister shows the last
 		// victim's deletion, which the next cycle's snapshot may not show
 		// yet, and that cycle must not pick the victim again.
-		p.markEvicted(victim.UID, true)
+		p.markEvicted(victim.UID, &eviction{preemptor: preemptor.UID(), node: c.Name()})
 		condition := &v1.PodCondition{
 			Type:               v1.DisruptionTarget,
 			ObservedGeneration: apipod.CalculatePodConditionObservedGeneration(&victim.Status, victim.Generation, v1.DisruptionTarget),
@@ -277,7 +292,7 @@ func (p *Plugin) preemptPod(ctx context.Context, c preemption.Candidate, preempt
 				if apierrors.IsNotFound(err) {
 					return false, nil
 				}
-				p.markEvicted(victim.UID, false)
+				p.markEvicted(victim.UID, nil)
 				return false, fmt.Errorf("%s: mark %s/%s preempted: %w", Name, victim.Namespace, victim.Name, err)
 			}
 		}
@@ -285,7 +300,7 @@ func (p *Plugin) preemptPod(ctx context.Context, c preemption.Candidate, preempt
 			if apierrors.IsNotFound(err) {
 				return false, nil
 			}
-			p.markEvicted(victim.UID, false)
+			p.markEvicted(victim.UID, nil)
 			return false, fmt.Errorf("%s: delete %s/%s: %w", Name, victim.Namespace, victim.Name, err)
 		}
 	}
@@ -298,19 +313,32 @@ func (p *Plugin) preemptPod(ctx context.Context, c preemption.Candidate, preempt
 	return inMemory, nil
 }
 
-// markEvicted records that the plugin is evicting pod (evicting true) or
-// that its eviction failed and the pod stays a candidate (false).
-func (p *Plugin) markEvicted(pod types.UID, evicting bool) {
+// markEvicted records that the plugin is evicting pod for e, or, e nil,
+// that its eviction failed and the pod stays a candidate.
+func (p *Plugin) markEvicted(pod types.UID, e *eviction) {
 	p.evictedMu.Lock()
 	defer p.evictedMu.Unlock()
-	if !evicting {
+	if e == nil {
 		delete(p.evicted, pod)
 		return
 	}
 	if p.evicted == nil {
-		p.evicted = map[types.UID]bool{}
+		p.evicted = map[types.UID]eviction{}
 	}
-	p.evicted[pod] = true
+	p.evicted[pod] = *e
+}
+
+// victimsLeaving names a node preemptor was nominated to where a pod it
+// evicted is still listed, "" for none.
+func (p *Plugin) victimsLeaving(preemptor types.UID) string {
+	p.evictedMu.Lock()
+	defer p.evictedMu.Unlock()
+	for _, e := range p.evicted {
+		if e.preemptor == preemptor {
+			return e.node
+		}
+	}
+	return ""
 }
 
 // cause is why victim goes: its job and the GPU-hours the whole job loses,
@@ -441,13 +469,31 @@ func (p *Plugin) CandidatesToVictimsMap(candidates []preemption.Candidate) map[s
 // PodEligibleToPreemptOthers implements preemption.Interface: not a pod
 // whose PriorityClass says preemptionPolicy Never, and not a pod nominated
 // to a node where its earlier victims are still terminating
-// (DefaultPreemption's rule: it waits for them). A gang's member never gets
-// here: SchedloopGang's PostFilter, which runs first, ends the phase for
-// it (scoring.PreemptsFor), and leaves a PodGroup of one to preempt as the
-// lone pod it is.
+// (DefaultPreemption's rule: it waits for them), unless its filters now
+// turn that node down for good. A pod's victims are still terminating
+// while the cache shows a pod this plugin evicted for it, too.
+//
+// Why: the preemptor can be tried again while its cycle's snapshot still
+// shows a victim running with no deletion mark (the executor lets it back
+// once the pod lister, not the snapshot, shows the last victim's
+// deletion; under load it was seen back sooner), which DefaultPreemption's
+// test misses, and while the pod object it is handed does not yet name
+// its nominated node. Its victims being no candidates again (snapshot),
+// such a cycle found nothing to evict, and a preemption that finds nothing
+// clears the pod's nomination: the node its victims free was then not
+// held for it against pods of lower priority (the framework's Filter
+// counts a node's nominated pods of higher priority as placed there), and
+// the evicted gang's new members took it first, to be evicted in turn.
+//
+// A gang's member never gets here: SchedloopGang's PostFilter, which runs
+// first, ends the phase for it (scoring.PreemptsFor), and leaves a
+// PodGroup of one to preempt as the lone pod it is.
 func (p *Plugin) PodEligibleToPreemptOthers(_ context.Context, pod *v1.Pod, nominatedNodeStatus *fwk.Status) (bool, string) {
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
 		return false, "not eligible due to preemptionPolicy=Never."
+	}
+	if node := p.victimsLeaving(pod.UID); node != "" && p.statusOn(node).Code() != fwk.UnschedulableAndUnresolvable {
+		return false, "not eligible due to the pods it preempted on node " + node + " still terminating."
 	}
 	if nom := pod.Status.NominatedNodeName; nom != "" && nominatedNodeStatus.Code() != fwk.UnschedulableAndUnresolvable {
 		if ni, _ := p.fh.SnapshotSharedLister().NodeInfos().Get(nom); ni != nil {
@@ -460,6 +506,15 @@ func (p *Plugin) PodEligibleToPreemptOthers(_ context.Context, pod *v1.Pod, nomi
 		}
 	}
 	return true, ""
+}
+
+// statusOn is this cycle's Filter status of the preemptor on node (nil,
+// success, outside a PostFilter).
+func (p *Plugin) statusOn(node string) *fwk.Status {
+	if v := p.current(); v != nil && v.statuses != nil {
+		return v.statuses.Get(node)
+	}
+	return nil
 }
 
 // PreEnqueue implements fwk.PreEnqueuePlugin: with asynchronous preemption
