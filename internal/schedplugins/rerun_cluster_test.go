@@ -3,7 +3,6 @@ package schedplugins_test
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -29,14 +28,6 @@ import (
 // the second run's end, and the simulator's replay of the same jobs evicts
 // the same job and runs it again after the preemptor, as live.
 func TestPreemptedGangRunsAgainToItsEnd(t *testing.T) {
-	// Known race, open: on a loaded machine the gang's replacement members
-	// can be placed on the node freed for the preemptor before it binds
-	// (its nomination does not hold the node against them), and the
-	// preemptor then evicts the replacement too (3 evictions, not 2).
-	// Run it with SCHEDLOOP_RERUN_TEST=1 until that is fixed.
-	if os.Getenv("SCHEDLOOP_RERUN_TEST") == "" {
-		t.Skip("the preemptor's freed node can go to the gang's replacements first (known race); SCHEDLOOP_RERUN_TEST=1 runs it")
-	}
 	ctx := t.Context()
 	const speed = 60 // a trace minute per wall second
 	nodeClock, err := harness.NewClock(speed)
