@@ -77,7 +77,7 @@ func TestWorkloadAPIGangIsStoredAsOneJob(t *testing.T) {
 	want := schedloop.Job{UID: string(stored.UID), Namespace: "default", Name: "train", Kind: schedloop.JobKindGang,
 		Queue: "team-a", MinMember: 2, GPUsPerMember: 4,
 		FirstScheduled: at(0).Time, Admitted: at(10).Time, Started: at(30).Time, Finished: at(150).Time,
-		Phase: schedloop.PhaseSucceeded}
+		LastRunBegan: at(10).Time, Phase: schedloop.PhaseSucceeded}
 	got := job
 	if !got.Created.Equal(stored.CreationTimestamp.Time) && got.Created.Sub(stored.CreationTimestamp.Time) >= time.Second {
 		t.Errorf("job created %v, the PodGroup at %v", got.Created, stored.CreationTimestamp.Time)
