@@ -189,9 +189,10 @@ func (e *env) gangAs(api podgroup.API, name, scheduler string, members int, gpus
 	e.gang(name, scheduler, members, gpus, 0, opts...)
 }
 
-// waitGangReason waits for a FailedScheduling note containing want on the
-// gang name and returns it: on its first member for a scheduler-plugins
-// gang; on any member for a Workload API gang (see waitReasonOf).
+// waitGangReason waits for a scheduling failure containing want on the
+// gang name (see waitEvent) and returns its message: on its first member
+// for a scheduler-plugins gang; on any member for a Workload API gang (see
+// waitReasonOf).
 func (e *env) waitGangReason(api podgroup.API, name, want string) string {
 	e.t.Helper()
 	if api == podgroup.APIWorkload {
@@ -240,14 +241,30 @@ func (e *env) waitFor(what string, cond func() bool) {
 	}
 }
 
-// waitReason waits for a FailedScheduling event on pod whose note contains want.
+// waitReason waits for a scheduling failure of pod whose message contains
+// want (see waitEvent).
 func (e *env) waitReason(pod, want string) string {
 	e.t.Helper()
 	return e.waitEvent(pod, want, func(name string) bool { return name == pod })
 }
 
-// waitEvent waits for a FailedScheduling event on a pod whose name matches
-// and whose note contains want, and returns the note.
+// waitEvent waits until the scheduler has reported, for a pod whose name
+// matches, a failure whose message contains want, and returns the message.
+// It reads both places the scheduler writes every failure's message to: a
+// FailedScheduling Event's note and the pod's PodScheduled condition.
+//
+// Why not the Events alone: client-go's event recorder folds an Event into
+// the one it recorded before for the same object, reason, action and
+// reporter (its isomorphic key; the note is no part of it, the object's
+// resourceVersion is) and only counts it in that Event's series, the note
+// left as it was. The scheduler reports a failure on the pod as its
+// informer holds it, so a pod tried again before the scheduler's status
+// write of its last failure has come back through that informer (a gang
+// member retried as soon as the gang's last member is created, on a loaded
+// machine) fails at the same resourceVersion, and its new message is
+// counted on the last failure's Event. Where nothing tries the pod again
+// (it waits in the unschedulable pool for a cluster event), no Event ever
+// carries that message; the condition holds the latest failure's.
 func (e *env) waitEvent(pods, want string, match func(name string) bool) string {
 	e.t.Helper()
 	var note string
@@ -260,6 +277,21 @@ func (e *env) waitEvent(pods, want string, match func(name string) bool) string 
 			if match(ev.Regarding.Name) && ev.Reason == "FailedScheduling" && strings.Contains(ev.Note, want) {
 				note = ev.Note
 				return true
+			}
+		}
+		ps, err := e.c.Client.CoreV1().Pods(ns).List(e.t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, p := range ps.Items {
+			if !match(p.Name) {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, want) {
+					note = c.Message
+					return true
+				}
 			}
 		}
 		return false

@@ -50,10 +50,11 @@ func (e *env) workloadGangWith(labels map[string]string, name, scheduler string,
 	}
 }
 
-// waitReasonOf waits for a FailedScheduling event on any pod named prefix*
-// whose note contains want. Within the scheduler's pod-group cycle the
-// members after the first refused one carry the in-tree GangScheduling
-// plugin's summary instead, so which member says it first is not fixed.
+// waitReasonOf waits for a scheduling failure of any pod named prefix*
+// whose message contains want (see waitEvent). Within the scheduler's
+// pod-group cycle the members after the first refused one carry the
+// in-tree GangScheduling plugin's summary instead, so which member says it
+// first is not fixed.
 func (e *env) waitReasonOf(prefix, want string) string {
 	e.t.Helper()
 	return e.waitEvent(prefix+"*", want, func(name string) bool { return strings.HasPrefix(name, prefix) })
