@@ -61,6 +61,9 @@ func (c clock) at(t time.Time) time.Time {
 type podSeen struct {
 	created, bound, started, ended time.Time
 	deleted                        bool
+	// condMessage is the failure message last read from the pod's
+	// PodScheduled condition (condition.go).
+	condMessage string
 }
 
 // observe records transitions visible in pod now.
@@ -316,12 +319,7 @@ func attempt(e schedloop.Event, parser *Parser) (schedloop.SchedulingAttempt, bo
 	a := schedloop.SchedulingAttempt{Key: attemptKey(e), PodUID: e.InvolvedUID, At: e.LastSeen, Message: e.Message}
 	switch e.Reason {
 	case reasonFailedScheduling, reasonUnschedulable:
-		f := parser.Parse(e.Message)
-		f.Attempt(&a)
-		a.Result = schedloop.AttemptUnschedulable
-		if a.Category == schedloop.WaitGangIncomplete {
-			a.Result = schedloop.AttemptWaiting
-		}
+		failedAttempt(&a, parser)
 	case reasonScheduled:
 		a.Result = schedloop.AttemptScheduled
 		a.Category = schedloop.WaitOther
@@ -332,4 +330,14 @@ func attempt(e schedloop.Event, parser *Parser) (schedloop.SchedulingAttempt, bo
 		return schedloop.SchedulingAttempt{}, false
 	}
 	return a, true
+}
+
+// failedAttempt fills in a failed attempt from its message, an Event's note
+// or a PodScheduled condition's (condition.go).
+func failedAttempt(a *schedloop.SchedulingAttempt, parser *Parser) {
+	parser.Parse(a.Message).Attempt(a)
+	a.Result = schedloop.AttemptUnschedulable
+	if a.Category == schedloop.WaitGangIncomplete {
+		a.Result = schedloop.AttemptWaiting
+	}
 }

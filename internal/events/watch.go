@@ -97,7 +97,12 @@ type Watcher struct {
 	// message is parsed (and counted, if not understood) once, however often
 	// its write is retried.
 	attempts map[string]schedloop.SchedulingAttempt
-	kueue    map[string]schedloop.KueueWorkload // dirty Kueue Workloads by UID
+	// condPending are failures read from pods' PodScheduled conditions not
+	// yet known to be an Event's, by pod UID; failNotes the FailedScheduling
+	// notes of each pod's Events, by pod UID and event UID (condition.go).
+	condPending map[string][]condFailure
+	failNotes   map[string]map[string]failureNote
+	kueue       map[string]schedloop.KueueWorkload // dirty Kueue Workloads by UID
 	// kueueQueues are ClusterQueues seen and not yet stored, by name;
 	// kueueQueuesGone those deleted.
 	kueueQueues     map[string]schedloop.KueueClusterQueue
@@ -131,8 +136,9 @@ func NewWatcher(opts WatchOptions) (*Watcher, error) {
 		seen: map[string]*podSeen{}, pods: map[string]*corev1.Pod{}, events: map[string]*corev1.Event{},
 		evSeen: map[string]time.Time{}, nodes: map[string]*corev1.Node{}, groups: map[string]group{},
 		dirtyG: map[string]group{}, byGang: map[string]map[string]string{}, podsBy: map[string]*corev1.Pod{},
-		workloads: map[string]metav1.ObjectMeta{},
-		attempts:  map[string]schedloop.SchedulingAttempt{}, kueue: map[string]schedloop.KueueWorkload{},
+		workloads:   map[string]metav1.ObjectMeta{},
+		condPending: map[string][]condFailure{}, failNotes: map[string]map[string]failureNote{},
+		attempts: map[string]schedloop.SchedulingAttempt{}, kueue: map[string]schedloop.KueueWorkload{},
 		kueueQueues: map[string]schedloop.KueueClusterQueue{}, kueueQueuesGone: map[string]bool{},
 		dra: newDRAState(), knownNodes: map[string]bool{}}
 	w.processed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "schedloop", Subsystem: "events",
@@ -336,6 +342,7 @@ func (w *Watcher) handle(kind string, obj any, deleted bool) {
 		}
 		before := *s
 		s.observe(o, now)
+		w.observeCondition(o, s, before.created.IsZero(), now)
 		if before.created.IsZero() || before.bound != s.bound || before.started != s.started || before.ended != s.ended || deleted {
 			w.lifecycle = true
 		}
@@ -545,6 +552,7 @@ func (w *Watcher) Flush(ctx context.Context) error {
 		if p, ok := preemption(row); ok {
 			preemptions = append(preemptions, p)
 		}
+		w.noteFailure(row)
 		if _, parsed := w.attempts[attemptKey(row)]; parsed {
 			continue
 		}
@@ -555,6 +563,7 @@ func (w *Watcher) Flush(ctx context.Context) error {
 			w.attempts[a.Key] = a
 		}
 	}
+	w.resolveConditions(now)
 	attempts := make([]schedloop.SchedulingAttempt, 0, len(w.attempts))
 	for _, a := range w.attempts {
 		attempts = append(attempts, a)
@@ -641,6 +650,9 @@ func (w *Watcher) Flush(ctx context.Context) error {
 		if w.podsBy[uid] == nil && w.pods[uid] == nil && w.seen[uid] != nil && w.seen[uid].deleted {
 			delete(w.seen, uid)
 			delete(w.dra.uuids, uid)
+			if w.condPending[uid] == nil {
+				delete(w.failNotes, uid)
+			}
 			_ = p
 		}
 	}
