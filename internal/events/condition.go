@@ -29,7 +29,10 @@ const conditionGrace = 30 * time.Second
 type condFailure struct {
 	podUID, message string
 	at              time.Time // stored axis
-	seen            time.Time // watcher's clock, for the grace
+	// wall is at before mapping (WatchOptions.MapTime), the axis the Event
+	// is matched on: an accelerated replay stretches a real lag.
+	wall time.Time
+	seen time.Time // watcher's clock, for the grace
 	// relisted: first read from a pod the watcher had not seen before (a
 	// restart's re-list), when the time is the condition's last transition,
 	// possibly well before this message; any Event with the message then
@@ -38,7 +41,7 @@ type condFailure struct {
 }
 
 // failureNote is the message and time span of one FailedScheduling Event
-// about a pod, on the stored axis.
+// about a pod, before mapping.
 type failureNote struct {
 	message     string
 	first, last time.Time
@@ -77,7 +80,7 @@ func (c condFailure) recorded(notes map[string]failureNote) bool {
 		if !sameFailure(n.message, c.message) {
 			continue
 		}
-		if c.relisted || !c.at.Before(n.first.Add(-conditionGrace)) && !c.at.After(n.last.Add(conditionGrace)) {
+		if c.relisted || !c.wall.Before(n.first.Add(-conditionGrace)) && !c.wall.After(n.last.Add(conditionGrace)) {
 			return true
 		}
 	}
@@ -109,13 +112,21 @@ func (w *Watcher) observeCondition(pod *corev1.Pod, s *podSeen, firstSight bool,
 		api = transition
 	}
 	s.condMessage = msg
-	c := condFailure{podUID: string(pod.UID), message: msg, at: w.clock.refine(api, now), seen: now, relisted: firstSight}
+	c := condFailure{podUID: string(pod.UID), message: msg, at: w.clock.refine(api, now),
+		wall: unmapped(w.clock).refine(api, now), seen: now, relisted: firstSight}
 	w.condPending[c.podUID] = append(w.condPending[c.podUID], c)
 }
 
-// noteFailures remembers a FailedScheduling Event's note for the pod it is
-// about. Called with w.mu held.
-func (w *Watcher) noteFailure(e schedloop.Event) {
+// unmapped is c without its mapping onto the stored axis.
+func unmapped(c clock) clock {
+	c.mapTime = func(t time.Time) time.Time { return t }
+	return c
+}
+
+// noteFailure remembers a FailedScheduling Event's note for the pod it is
+// about; e is ev as stored, observed when the watcher saw ev's latest count.
+// Called with w.mu held.
+func (w *Watcher) noteFailure(e schedloop.Event, ev *corev1.Event, observed time.Time) {
 	if e.InvolvedKind != "Pod" || e.InvolvedUID == "" || (e.Reason != reasonFailedScheduling && e.Reason != reasonUnschedulable) {
 		return
 	}
@@ -124,7 +135,8 @@ func (w *Watcher) noteFailure(e schedloop.Event) {
 		notes = map[string]failureNote{}
 		w.failNotes[e.InvolvedUID] = notes
 	}
-	notes[e.UID] = failureNote{message: e.Message, first: e.FirstSeen, last: e.LastSeen}
+	_, first, last := unmapped(w.clock).eventTimes(ev, observed)
+	notes[e.UID] = failureNote{message: e.Message, first: first, last: last}
 }
 
 // resolveConditions drops the queued condition failures an Event recorded

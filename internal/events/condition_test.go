@@ -212,3 +212,46 @@ func TestSameFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestConditionMatchesItsEventBeforeMapping: in an accelerated replay a
+// half-second lag between a failure's Event and its condition is minutes on
+// the stored axis; the two are still one failure, stored once.
+func TestConditionMatchesItsEventBeforeMapping(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.New(t)
+	h := &conditionHarness{t: t}
+	created := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	speedup := func(at time.Time) time.Time { return created.Add(at.Sub(created) * 1000) }
+	w, err := NewWatcher(WatchOptions{Client: fake.NewClientset(), Store: st, Now: func() time.Time { return h.now },
+		MapTime: speedup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.w = w
+	first := "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+	second := "0/4 nodes are available: 4 Insufficient cpu."
+	h.at(created.Add(10 * time.Millisecond))
+	h.see("Pod", conditionPod("p", created, "1", "", time.Time{}))
+	h.at(created.Add(time.Second + 100*time.Millisecond))
+	h.see("Event", failedEvent("ev-1", "p", "7", first, created.Add(time.Second), 1, time.Time{}))
+	h.see("Pod", conditionPod("p", created, "2", first, created.Add(time.Second)))
+	h.flush()
+	h.at(created.Add(3 * time.Second))
+	h.see("Event", failedEvent("ev-2", "p", "8", second, created.Add(3*time.Second), 1, time.Time{}))
+	h.at(created.Add(3*time.Second + 500*time.Millisecond))
+	h.see("Pod", conditionPod("p", created, "3", second, created.Add(time.Second)))
+	h.flush()
+	h.at(created.Add(3*time.Second + 500*time.Millisecond + conditionGrace))
+	h.flush()
+	as, err := st.PodAttempts(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, a := range as {
+		keys = append(keys, a.Key)
+	}
+	if strings.Join(keys, ",") != "ev-1/1,ev-2/1" {
+		t.Errorf("attempts %q; want the two Events' only", keys)
+	}
+}

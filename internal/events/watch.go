@@ -552,7 +552,7 @@ func (w *Watcher) Flush(ctx context.Context) error {
 		if p, ok := preemption(row); ok {
 			preemptions = append(preemptions, p)
 		}
-		w.noteFailure(row)
+		w.noteFailure(row, e, w.evSeen[uid])
 		if _, parsed := w.attempts[attemptKey(row)]; parsed {
 			continue
 		}
