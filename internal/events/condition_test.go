@@ -14,6 +14,7 @@ import (
 
 	"github.com/schedloop/schedloop"
 	"github.com/schedloop/schedloop/internal/reasons"
+	"github.com/schedloop/schedloop/internal/store"
 	"github.com/schedloop/schedloop/internal/store/storetest"
 )
 
@@ -23,6 +24,19 @@ type conditionHarness struct {
 	t   *testing.T
 	w   *Watcher
 	now time.Time
+}
+
+// newConditionHarness makes a watcher storing into a fresh database;
+// mapTime, when set, is its WatchOptions.MapTime.
+func newConditionHarness(t *testing.T, mapTime func(time.Time) time.Time) (*conditionHarness, *store.Store) {
+	st := storetest.New(t)
+	h := &conditionHarness{t: t}
+	w, err := NewWatcher(WatchOptions{Client: fake.NewClientset(), Store: st, Now: func() time.Time { return h.now }, MapTime: mapTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.w = w
+	return h, st
 }
 
 func (h *conditionHarness) at(t time.Time) *conditionHarness { h.now = t; return h }
@@ -77,13 +91,7 @@ func failedEvent(uid, podUID, rv, note string, first time.Time, count int32, las
 // no attempt from its condition: each failure is stored once.
 func TestConditionCarriesTheFailureAFoldedEventHides(t *testing.T) {
 	ctx := context.Background()
-	st := storetest.New(t)
-	h := &conditionHarness{t: t}
-	w, err := NewWatcher(WatchOptions{Client: fake.NewClientset(), Store: st, Now: func() time.Time { return h.now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.w = w
+	h, st := newConditionHarness(t, nil)
 	gang := "0/4 nodes are available: " + reasons.GangIncomplete("ml", "strict", 2, 4) + "."
 	topo := "0/4 nodes are available: 4 " + reasons.TopologyUnsatisfied(8, "nvlink", 4) + "."
 	created := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
@@ -165,13 +173,7 @@ func TestConditionCarriesTheFailureAFoldedEventHides(t *testing.T) {
 // any Event carrying the message stands for it, whenever it was.
 func TestConditionFirstReadDatesByTransition(t *testing.T) {
 	ctx := context.Background()
-	st := storetest.New(t)
-	h := &conditionHarness{t: t}
-	w, err := NewWatcher(WatchOptions{Client: fake.NewClientset(), Store: st, Now: func() time.Time { return h.now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.w = w
+	h, st := newConditionHarness(t, nil)
 	msg := "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
 	other := "0/4 nodes are available: 4 Insufficient cpu."
 	created := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
@@ -218,16 +220,8 @@ func TestSameFailure(t *testing.T) {
 // the stored axis; the two are still one failure, stored once.
 func TestConditionMatchesItsEventBeforeMapping(t *testing.T) {
 	ctx := context.Background()
-	st := storetest.New(t)
-	h := &conditionHarness{t: t}
 	created := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	speedup := func(at time.Time) time.Time { return created.Add(at.Sub(created) * 1000) }
-	w, err := NewWatcher(WatchOptions{Client: fake.NewClientset(), Store: st, Now: func() time.Time { return h.now },
-		MapTime: speedup})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.w = w
+	h, st := newConditionHarness(t, func(at time.Time) time.Time { return created.Add(at.Sub(created) * 1000) })
 	first := "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
 	second := "0/4 nodes are available: 4 Insufficient cpu."
 	h.at(created.Add(10 * time.Millisecond))
