@@ -83,14 +83,23 @@ func TestCompetingGangsDoNotDeadlock(t *testing.T) {
 		e.deletePods(loser + "-")
 	}
 
-	// The stock profile, same workload, members arriving interleaved.
-	for i := range 2 {
-		for _, g := range []string{"c", "d"} {
-			e.pod(g+"-"+string(rune('0'+i)), stock, 8, inGang(g))
-		}
+	// The stock profile, same workload, members arriving interleaved: each
+	// gang's first member takes a node, and then its second finds none.
+	// The second members are created once the first are bound, so the
+	// interleaving does not depend on when the scheduler's cache sees the
+	// deletions above (seen one node at a time, it could give both nodes
+	// to one gang's members in a row).
+	for _, g := range []string{"c", "d"} {
+		e.pod(g+"-0", stock, 8, inGang(g))
 	}
 	e.waitBound("c-", 1)
 	e.waitBound("d-", 1)
+	for _, g := range []string{"c", "d"} {
+		e.pod(g+"-1", stock, 8, inGang(g))
+	}
+	for _, g := range []string{"c", "d"} {
+		e.waitReason(g+"-1", "Insufficient nvidia.com/gpu")
+	}
 	c, _ := e.placement("c-")
 	d, _ := e.placement("d-")
 	t.Logf("stock profile: gang c %d/2 bound, gang d %d/2 bound (each holds 8 GPUs; neither can complete)", len(c), len(d))
