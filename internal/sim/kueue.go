@@ -96,19 +96,16 @@ func runBehindKueue(ctx context.Context, c *Cluster, jobs []Job, cfg Config) (Re
 		for k, i := range index {
 			out.Jobs[i] = res.Jobs[k]
 		}
-		measured, placedMeasured := 0, 0
+		// res measured the placed jobs that are not warm-up; the others
+		// Kueue never admitted.
+		measured := 0
 		for i := range jobs {
 			if !jobs[i].Warmup {
 				measured++
 			}
 		}
-		for _, i := range index {
-			if !jobs[i].Warmup {
-				placedMeasured++
-			}
-		}
 		out.Metrics.Jobs = measured
-		out.Metrics.Unfinished += measured - placedMeasured
+		out.Metrics.Unfinished += measured - res.Metrics.Jobs
 		if settled || pass == maxKueuePasses {
 			return out, nil
 		}

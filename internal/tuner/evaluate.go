@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -211,26 +212,21 @@ func Compare(o Objective, cand, ref Evaluation) Comparison {
 	return c
 }
 
-// HeldOutAfterTraining is what the held-out jobs are judged on: the
-// training jobs replayed first as warm-up (sim.Job.Warmup: they load the
-// cluster but are not measured) and the held-out jobs at their own times
-// (SplitByTime's held, cut its cut). Replayed alone on an empty cluster, a
-// held-out stretch of a contended history would start without the backlog
-// it inherited, and its gains and losses would be those of a quiet cluster.
-// The search never replays the held-out jobs, so their outcomes stay out
-// of it; a candidate is judged by what it does to jobs it was not chosen
-// on, starting from the queue its own rules built.
-func HeldOutAfterTraining(train, held []sim.Job, cut time.Duration) []sim.Job {
-	jobs := make([]sim.Job, 0, len(train)+len(held))
-	for _, j := range train {
-		j.Warmup = true
-		jobs = append(jobs, j)
+// HeldOutAfterTraining is what the held-out jobs are judged on: jobs with
+// those arriving before cut (SplitByTime's training jobs) marked warm-up
+// (sim.Job.Warmup: they load the cluster but are not measured), so the
+// held-out jobs play at their own times after them. Replayed alone on an
+// empty cluster, a held-out stretch of a contended history would start
+// without the backlog it inherited, and its gains and losses would be
+// those of a quiet cluster. The search never replays the held-out jobs, so
+// their outcomes stay out of it; a candidate is judged by what it does to
+// jobs it was not chosen on, starting from the queue its own rules built.
+func HeldOutAfterTraining(jobs []sim.Job, cut time.Duration) []sim.Job {
+	out := slices.Clone(jobs)
+	for i := range out {
+		out[i].Warmup = out[i].Arrival < cut
 	}
-	for _, j := range held {
-		j.Arrival += cut
-		jobs = append(jobs, j)
-	}
-	return jobs
+	return out
 }
 
 // SplitByTime splits jobs (in any order) by arrival time: the earliest

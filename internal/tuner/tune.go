@@ -106,7 +106,7 @@ func Tune(ctx context.Context, in Input) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	he := NewEvaluator(Workload{Cluster: in.Workload.Cluster, Jobs: HeldOutAfterTraining(train, held, cut)}, in.Replays, in.Base)
+	he := NewEvaluator(Workload{Cluster: in.Workload.Cluster, Jobs: HeldOutAfterTraining(in.Workload.Jobs, cut)}, in.Replays, in.Base)
 	curHeld, err := he.Evaluate(ctx, cur)
 	if err != nil {
 		return Report{}, err

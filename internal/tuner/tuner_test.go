@@ -129,8 +129,8 @@ func TestHeldOutJobsInheritTheTrainingBacklog(t *testing.T) {
 	for i := range 10 {
 		jobs = append(jobs, one(fmt.Sprintf("j%d", i), time.Duration(i)*time.Minute, time.Hour))
 	}
-	train, held, cut := SplitByTime(jobs, 0.7)
-	warm := HeldOutAfterTraining(train, held, cut)
+	_, held, cut := SplitByTime(jobs, 0.7)
+	warm := HeldOutAfterTraining(jobs, cut)
 	if len(warm) != 10 || !warm[6].Warmup || warm[7].Warmup || warm[7].Arrival != 7*time.Minute {
 		t.Fatalf("held-out replay jobs: %+v", warm)
 	}
