@@ -34,7 +34,6 @@ type tunedWindow struct {
 	// (Report.Window), published whether the guardrails let it out.
 	change    float64
 	published bool
-	reason    string
 }
 
 func (w surveyWindow) queueShare() float64 {
@@ -120,24 +119,16 @@ func survey(ctx context.Context, c config, out io.Writer) error {
 }
 
 // tuneWindow runs the tuner on one window as the loop's tuning step runs it
-// on the first replay's stored jobs (tuneOnce's settings: -knobs,
-// -replays, -rounds, -margin, 30% held out), in trace time, and replays
-// the whole window under its proposal.
+// on the first replay's stored jobs (loopTuneInput), in trace time, and
+// replays the whole window under its proposal.
 func tuneWindow(ctx context.Context, c config, cluster *sim.Cluster, jobs []sim.Job, start profile.Document) (tunedWindow, error) {
-	g := tuner.DefaultGuardrails()
-	g.Margin = c.margin
-	rep, err := tuner.Tune(ctx, tuner.Input{Workload: tuner.Workload{Cluster: cluster, Jobs: jobs}, Current: start, Name: "survey",
-		Objective: tuner.DefaultObjective(), Guard: g,
-		Replays:         tuner.Replays{Count: c.replays, Jitter: 10 * time.Minute},
-		HoldoutFraction: 0.3, Rounds: c.rounds, MinGain: 0.002, Knobs: c.knobs,
-		Base: sim.Config{Preemption: true, HighPriority: HighPriority},
-		// Fixed, so a survey does not print the wall clock.
-		Now: func() time.Time { return time.Time{} }})
+	rep, err := tuner.Tune(ctx, loopTuneInput(c, tuner.Workload{Cluster: cluster, Jobs: jobs}, start, "survey", 10*time.Minute,
+		sim.Config{Preemption: true, HighPriority: HighPriority}))
 	if err != nil {
 		return tunedWindow{}, fmt.Errorf("tune: %w", err)
 	}
 	return tunedWindow{change: relChange(rep.Window.Before[tuner.MetricMeanJCT], rep.Window.After[tuner.MetricMeanJCT]),
-		published: rep.Decision.Publish, reason: rep.Decision.Reason}, nil
+		published: rep.Decision.Publish}, nil
 }
 
 func yesNo(b bool) string {

@@ -24,6 +24,17 @@ type tuneResult struct {
 	published bool
 }
 
+// loopTuneInput is the tuner's input as the loop's tuning step sets it
+// (-knobs, -replays, -rounds, -margin, the later 30% of the jobs held out),
+// jitter the replays' arrival jitter on the workload's time axis.
+func loopTuneInput(c config, w tuner.Workload, current profile.Document, name string, jitter time.Duration, base sim.Config) tuner.Input {
+	g := tuner.DefaultGuardrails()
+	g.Margin = c.margin
+	return tuner.Input{Workload: w, Current: current, Name: name, Objective: tuner.DefaultObjective(), Guard: g,
+		Replays: tuner.Replays{Count: c.replays, Jitter: jitter}, HoldoutFraction: 0.3, Rounds: c.rounds, MinGain: 0.002,
+		Knobs: c.knobs, Base: base}
+}
+
 // tuneOnce runs the tuner once, as `tuner run` does, on the jobs the
 // collector stored in namespace since from (the first replay) and the nodes
 // it saw since then, starting from the profile the first replay ran under.
@@ -47,17 +58,12 @@ func tuneOnce(ctx context.Context, c config, s *store.Store, kube kubernetes.Int
 	}
 	say("tuner: replaying %d stored jobs on %d stored nodes under candidate profiles, changing %s; each start one of %d stored waits of the jobs that had room after its placement (median %v)",
 		len(w.Jobs), len(w.Cluster.Nodes), knobs(c.knobs), len(base.StartLatencySpread), base.StartLatency)
-	g := tuner.DefaultGuardrails()
-	g.Margin = c.margin
 	name := "demo-tuned-" + now.UTC().Format("20060102-150405")
-	rep, err := tuner.Tune(ctx, tuner.Input{Workload: w, Current: current, Name: name, Source: src,
-		Objective: tuner.DefaultObjective(), Guard: g,
-		// The history is in wall time, compressed by the replay speed, so
-		// the arrival jitter is too. Seed 0: derived from the history.
-		Replays:         tuner.Replays{Count: c.replays, Jitter: time.Duration(float64(10*time.Minute) / c.speed)},
-		HoldoutFraction: 0.3, Rounds: c.rounds, MinGain: 0.002, Knobs: c.knobs,
-		Base: base,
-	})
+	// The history is in wall time, compressed by the replay speed, so the
+	// arrival jitter is too. Seed 0: derived from the history.
+	in := loopTuneInput(c, w, current, name, time.Duration(float64(10*time.Minute)/c.speed), base)
+	in.Source = src
+	rep, err := tuner.Tune(ctx, in)
 	if err != nil {
 		return tuneResult{}, fmt.Errorf("tune: %w", err)
 	}
